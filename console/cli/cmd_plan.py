@@ -1,0 +1,94 @@
+"""`ddconsole plan PROFILE --layout L --variant V`: print the exact launch plan."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from console.cli.render import print_json, table, wrap_argv
+
+
+def register(verbs: Any, common: argparse.ArgumentParser) -> None:
+    parser = verbs.add_parser(
+        "plan",
+        parents=[common],
+        help="resolve profile x layout x variant into argv, env, NUMA binding and warnings",
+    )
+    parser.add_argument("profile", metavar="PROFILE")
+    parser.add_argument(
+        "--layout", "-l", metavar="L", help="layout name (default: the only one, if there is one)"
+    )
+    parser.add_argument("--variant", "-v", metavar="V", help="variant name (default: off)")
+    parser.add_argument("--port", type=int, metavar="P", help="override the profile's port")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.set_defaults(handler=_plan)
+
+
+def choose_layout_variant(loaded: Any, layout: str | None, variant: str | None) -> tuple[str, str]:
+    """Fill in an omitted layout (when there is only one) or variant (`off`), else explain."""
+    from console.core.errors import UsageError
+
+    layouts = list(loaded.profile.layouts)
+    variants = list(loaded.profile.variants)
+    if layout is None:
+        if len(layouts) != 1:
+            raise UsageError(
+                f"profile {loaded.name!r} has several layouts; choose one with "
+                f"--layout ({', '.join(layouts)})"
+            )
+        layout = layouts[0]
+    if variant is None:
+        if "off" not in variants:
+            raise UsageError(f"choose a variant with --variant ({', '.join(variants)})")
+        variant = "off"
+    return layout, variant
+
+
+def make_plan(
+    services: Any, profile: str, layout: str | None, variant: str | None, port: int | None
+) -> Any:
+    from console.profiles.command import build_command
+    from console.topology.placement import resolve
+
+    loaded = services.catalog.get(profile)
+    layout, variant = choose_layout_variant(loaded, layout, variant)
+    command = build_command(loaded, layout, variant, port=port, demo=services.demo)
+    return resolve(command, services.topology())
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from console.cli.services import Services
+
+    services = Services.create(demo=bool(getattr(args, "demo", False)))
+    plan = make_plan(services, args.profile, args.layout, args.variant, args.port)
+    if args.json:
+        print_json(plan.to_json())
+        return 0
+    print_plan(plan)
+    return 0
+
+
+def print_plan(plan: Any) -> None:
+    mode = "  [demo: the simulator runs in place of SGLang]" if plan.demo else ""
+    print(f"plan {plan.profile} / {plan.layout} / {plan.variant}{mode}")
+    binding = ", ".join(
+        f"GPU {gpu} -> node {'?' if node is None else node}"
+        for gpu, node in plan.numa_binding.items()
+    )
+    rows = [
+        ["model", f"{plan.model} [{plan.architecture}] served as {plan.served_name}"],
+        ["decoding", plan.algorithm if plan.algorithm != "off" else "autoregressive (off)"],
+        ["gpus", f"{','.join(map(str, plan.gpus))}  (tp {plan.tp}, dp {plan.dp})"],
+        ["numa", f"{plan.numa_policy}: {binding}"],
+        ["listen", f"{plan.host}:{plan.port}"],
+        ["env", " ".join(f"{k}={v}" for k, v in sorted(plan.env.items()))],
+    ]
+    if plan.requires:
+        rows.append(["needs", plan.requires])
+    print(table(["", ""], rows).split("\n", 1)[1])
+    print("argv")
+    print("  " + wrap_argv(plan.argv))
+    if plan.warnings:
+        print("warnings")
+        for warning in plan.warnings:
+            print(f"  ! {warning.message}")

@@ -1,0 +1,22 @@
+"""`ddconsole` with no command: open the TUI (Textual is imported only here)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from console.core.errors import UsageError
+
+
+def run_tui(args: argparse.Namespace) -> int:
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise UsageError(
+            "the console needs a terminal; without one use a headless verb (see `ddconsole --help`)"
+        )
+    from console.cli.services import Services
+    from console.tui.app import ConsoleApp
+
+    services = Services.create(demo=bool(args.demo))
+    app = ConsoleApp(demo=services.demo, topology=services.topology())
+    app.run()
+    return 0

@@ -1,0 +1,43 @@
+"""The argparse tree of `ddconsole`; each verb's module adds its own subparser."""
+
+from __future__ import annotations
+
+import argparse
+
+from console import __version__
+
+
+def common_parent() -> argparse.ArgumentParser:
+    """Flags every verb accepts after its name too (`ddconsole plan ... --demo`)."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument(
+        "--demo",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="use the built-in simulator and a simulated 8-GPU host (no GPU needed)",
+    )
+    return parent
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from console.cli import cmd_plan, cmd_profiles
+
+    parser = argparse.ArgumentParser(
+        prog="ddconsole",
+        description=(
+            "Launch, watch and benchmark SGLang servers on multi-GPU hosts. "
+            "Without a command, opens the console (TUI)."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"ddconsole {__version__}")
+    parser.add_argument(
+        "--demo",
+        action="store_true",
+        default=False,
+        help="use the built-in simulator and a simulated 8-GPU host (no GPU needed)",
+    )
+    common = common_parent()
+    verbs = parser.add_subparsers(title="commands", metavar="COMMAND")
+    cmd_profiles.register(verbs, common)
+    cmd_plan.register(verbs, common)
+    return parser

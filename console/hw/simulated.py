@@ -1,0 +1,152 @@
+"""The simulated host of demo mode: 8x RTX PRO 6000 Blackwell, PCIe Gen5, two NUMA nodes.
+
+Static facts mirror the reference box. Readings start from an idle baseline and add the
+load that simulator processes publish (see `simload`), so nothing above `console.hw` can tell
+a demo GPU from a real one.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from console.hw.backend import GpuDeviceError, GpuProcess, GpuReading, GpuStatic
+from console.hw.numa import NumaNodeInfo
+from console.hw.simload import SimPublication, read_publications
+
+GPU_NAME = "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
+GPU_MEMORY_BYTES = 97_887 * 1024 * 1024
+GPU_POWER_LIMIT_W = 600.0
+IDLE_MEMORY_BYTES = 512 * 1024 * 1024
+IDLE_POWER_W = 24.0
+IDLE_TEMP_C = 31.0
+CPUS_PER_NODE = 32
+NODE_MEMORY_BYTES = 256 * 1024**3
+
+
+@dataclass(frozen=True)
+class SimulatedHostSpec:
+    """Shape of the simulated host; defaults are the reference box."""
+
+    gpu_count: int = 8
+    gpus_per_node: int = 4
+    downtrained_gpus: tuple[int, ...] = (6,)
+    """GPUs whose link trained at x8 instead of x16, so down-training shows in the demo."""
+
+
+class SimulatedGpuBackend:
+    """GpuBackend over the simulated host; reads simulator publications from `load_dir`."""
+
+    kind = "simulated"
+
+    def __init__(self, load_dir: Path | None, spec: SimulatedHostSpec | None = None) -> None:
+        self.load_dir = load_dir
+        self.spec = spec or SimulatedHostSpec()
+        self.failing_gpus: set[int] = set()
+        """GPUs whose reads fail (tests use it to degrade one GPU)."""
+        self._publications: list[SimPublication] = []
+        self._publications_read_at = 0.0
+
+    def open(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+    def device_count(self) -> int:
+        return self.spec.gpu_count
+
+    def driver_version(self) -> str | None:
+        return "580.95.05 (simulated)"
+
+    def numa_nodes(self) -> tuple[NumaNodeInfo, ...]:
+        node_count = max(1, -(-self.spec.gpu_count // self.spec.gpus_per_node))
+        return tuple(
+            NumaNodeInfo(
+                node,
+                tuple(range(node * CPUS_PER_NODE, (node + 1) * CPUS_PER_NODE)),
+                NODE_MEMORY_BYTES,
+            )
+            for node in range(node_count)
+        )
+
+    def node_of(self, index: int) -> int:
+        return index // self.spec.gpus_per_node
+
+    def static_info(self, index: int) -> GpuStatic:
+        self._check(index)
+        node = self.node_of(index)
+        return GpuStatic(
+            index=index,
+            name=GPU_NAME,
+            uuid=f"GPU-5111{index:04d}-d00d-4000-8000-00000000000{index % 10}",
+            bus_id=f"00000000:{0x18 + 0x10 * index:02X}:00.0",
+            memory_total_bytes=GPU_MEMORY_BYTES,
+            power_limit_w=GPU_POWER_LIMIT_W,
+            numa_node=node,
+            cpu_affinity=tuple(range(node * CPUS_PER_NODE, (node + 1) * CPUS_PER_NODE)),
+            pcie_gen_max=5,
+            pcie_width_max=16,
+        )
+
+    def read(self, index: int, *, sample_pcie_throughput: bool = False) -> GpuReading:
+        self._check(index)
+        if index in self.failing_gpus:
+            raise GpuDeviceError(index, "Unknown Error (simulated failure)")
+        util = 0.0
+        mem_used = IDLE_MEMORY_BYTES
+        power = IDLE_POWER_W
+        tx_total = rx_total = 0
+        for publication in self._fresh_publications():
+            load = publication.gpus.get(index)
+            if load is None:
+                continue
+            util = min(100.0, util + load.util_pct)
+            mem_used += load.mem_used_bytes
+            power += load.power_w
+            tx_total += load.pcie_tx_bytes_total
+            rx_total += load.pcie_rx_bytes_total
+        busy = util > 0.5 or mem_used > IDLE_MEMORY_BYTES
+        power = min(power, GPU_POWER_LIMIT_W)
+        return GpuReading(
+            index=index,
+            util_pct=util,
+            mem_util_pct=util * 0.6,
+            mem_used_bytes=min(mem_used, GPU_MEMORY_BYTES),
+            mem_total_bytes=GPU_MEMORY_BYTES,
+            power_w=round(power, 1),
+            power_limit_w=GPU_POWER_LIMIT_W,
+            temp_c=round(IDLE_TEMP_C + 0.07 * (power - IDLE_POWER_W), 1),
+            sm_clock_mhz=2602.0 if util > 0.5 else (1200.0 if busy else 180.0),
+            mem_clock_mhz=14001.0 if busy else 405.0,
+            pcie_gen_current=5 if busy else 1,
+            pcie_width_current=8 if index in self.spec.downtrained_gpus else 16,
+            pcie_tx_bytes_total=tx_total,
+            pcie_rx_bytes_total=rx_total,
+            pcie_tx_bytes_s=None,
+            pcie_rx_bytes_s=None,
+            throttle_reasons=("gpu_idle",) if util <= 0.5 else (),
+        )
+
+    def compute_processes(self, index: int) -> tuple[GpuProcess, ...]:
+        self._check(index)
+        return tuple(
+            GpuProcess(index, publication.pid, publication.gpus[index].mem_used_bytes)
+            for publication in self._fresh_publications()
+            if index in publication.gpus
+        )
+
+    def _check(self, index: int) -> None:
+        if not 0 <= index < self.spec.gpu_count:
+            raise GpuDeviceError(index, "Invalid Argument (no such simulated GPU)")
+
+    def _fresh_publications(self) -> list[SimPublication]:
+        if self.load_dir is None:
+            return []
+        now = time.monotonic()
+        # One directory scan serves all GPUs of a tick.
+        if now - self._publications_read_at > 0.2:
+            self._publications = read_publications(self.load_dir)
+            self._publications_read_at = now
+        return self._publications

@@ -1,0 +1,1 @@
+"""Server profiles: pydantic models, the TOML loader, and launch commands built from them."""

@@ -1,0 +1,197 @@
+"""Profile x layout x variant -> the SGLang command line and environment (pure).
+
+The same argv serves real and demo mode: demo swaps only the interpreter and entry module
+for the simulator's (`python -m console.sim`).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from console.core.errors import UsageError
+from console.profiles.loader import LoadedProfile, unknown_name_message
+from console.profiles.models import Algorithm, Architecture, Layout, SglangInstall, Variant
+
+SIM_ENTRY_MODULE = "console.sim"
+DDTREE_PULL_REQUEST = "sgl-project/sglang#29907"
+SPEC_DEFAULT_MAX_RUNNING = 48
+
+# Flags and variables that 0.5.23 renamed or removed, with what to use instead.
+REMOVED_FLAGS = {
+    "--cuda-graph-max-bs": "--cuda-graph-max-bs-decode (and --cuda-graph-max-bs-prefill)",
+    "--mamba-scheduler-strategy": "--mamba-radix-cache-strategy",
+    "--disable-cuda-graph": "--disable-decode-cuda-graph or --cuda-graph-backend-decode=disabled",
+    "--enable-dp-attention": "--attn-dp-size N",
+    "--grpc-mode": "--smg-grpc-mode",
+}
+REMOVED_ENV = {
+    "SGLANG_ENABLE_SPEC_V2": "nothing: spec v2 is the only path in 0.5.23",
+    "SGLANG_ENABLE_DFLASH_SPEC_V2": "nothing: spec v2 is the only path in 0.5.23",
+}
+
+
+@dataclass(frozen=True)
+class CommandWarning:
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class CommandSpec:
+    """A launch command before placement on a host's topology."""
+
+    profile: LoadedProfile
+    layout_name: str
+    variant_name: str
+    layout: Layout
+    variant: Variant
+    install: SglangInstall
+    argv: tuple[str, ...]
+    env: dict[str, str]
+    host: str
+    port: int
+    demo: bool
+    warnings: tuple[CommandWarning, ...]
+
+
+def select(loaded: LoadedProfile, layout_name: str, variant_name: str) -> tuple[Layout, Variant]:
+    """The named layout and variant, or a UsageError listing the valid names."""
+    layouts = loaded.profile.layouts
+    variants = loaded.profile.variants
+    if layout_name not in layouts:
+        raise UsageError(
+            f"profile {loaded.name!r}: " + unknown_name_message("layout", layout_name, layouts)
+        )
+    if variant_name not in variants:
+        raise UsageError(
+            f"profile {loaded.name!r}: " + unknown_name_message("variant", variant_name, variants)
+        )
+    return layouts[layout_name], variants[variant_name]
+
+
+def entry_argv(install: SglangInstall, demo: bool) -> list[str]:
+    """The interpreter and entry point; demo mode runs the simulator in their place."""
+    if demo:
+        return [sys.executable, "-m", SIM_ENTRY_MODULE]
+    if install.entry == "sglang serve":
+        folder = Path(install.python).parent
+        script = str(folder / "sglang") if str(folder) not in ("", ".") else "sglang"
+        return [script, "serve"]
+    return [install.python, "-m", "sglang.launch_server"]
+
+
+def speculative_args(variant: Variant, model_path: str) -> list[str]:
+    if not variant.algorithm.is_speculative:
+        return []
+    args = ["--speculative-algorithm", variant.algorithm.value]
+    draft = variant.draft_model_path
+    if variant.algorithm is Algorithm.NEXTN and draft is None:
+        # Qwen3.5/3.6 MTP needs the draft path set to the model itself (0.5.23 fills it in
+        # only for DeepSeek-family architectures).
+        draft = model_path
+    if draft:
+        args += ["--speculative-draft-model-path", draft]
+    if variant.num_steps is not None:
+        args += ["--speculative-num-steps", str(variant.num_steps)]
+    if variant.eagle_topk is not None:
+        args += ["--speculative-eagle-topk", str(variant.eagle_topk)]
+    if variant.num_draft_tokens is not None:
+        args += ["--speculative-num-draft-tokens", str(variant.num_draft_tokens)]
+    if variant.ddtree_budget is not None:
+        args += ["--speculative-ddtree-budget", str(variant.ddtree_budget)]
+    return args
+
+
+def build_command(
+    loaded: LoadedProfile,
+    layout_name: str,
+    variant_name: str,
+    *,
+    port: int | None = None,
+    demo: bool = False,
+) -> CommandSpec:
+    layout, variant = select(loaded, layout_name, variant_name)
+    profile = loaded.profile
+    install = variant.sglang or profile.sglang
+    chosen_port = profile.server.port if port is None else port
+    if not 1 <= chosen_port <= 65535:
+        raise UsageError(f"--port {chosen_port} is out of range (1-65535)")
+    warnings: list[CommandWarning] = []
+    args: list[str] = [
+        "--model-path",
+        profile.model.path,
+        "--served-model-name",
+        profile.model.effective_served_name,
+        "--host",
+        profile.server.host,
+        "--port",
+        str(chosen_port),
+        "--tp-size",
+        str(layout.tp),
+    ]
+    if layout.dp > 1:
+        args += ["--dp-size", str(layout.dp)]
+    args.append("--enable-metrics")
+    args += speculative_args(variant, profile.model.path)
+    if variant.max_running_requests is not None:
+        args += ["--max-running-requests", str(variant.max_running_requests)]
+    elif variant.algorithm.is_speculative:
+        warnings.append(
+            CommandWarning(
+                "spec-max-running",
+                f"variant {variant_name!r} does not set max_running_requests: SGLang silently caps "
+                f"it at {SPEC_DEFAULT_MAX_RUNNING} for speculative decoding",
+            )
+        )
+    extra = [*profile.server.args, *variant.args]
+    if (
+        profile.model.architecture is Architecture.HYBRID_GDN
+        and variant.algorithm.is_speculative
+        and not any(a.split("=", 1)[0] == "--mamba-radix-cache-strategy" for a in extra)
+    ):
+        # The only mamba radix strategy that supports speculative decoding and overlap.
+        args += ["--mamba-radix-cache-strategy", "extra_buffer"]
+    args += extra
+    for arg in extra:
+        flag = arg.split("=", 1)[0]
+        if flag in REMOVED_FLAGS:
+            warnings.append(
+                CommandWarning(
+                    "removed-flag",
+                    f"{flag} no longer exists in SGLang 0.5.23; use {REMOVED_FLAGS[flag]}",
+                )
+            )
+    env = {"CUDA_VISIBLE_DEVICES": ",".join(str(gpu) for gpu in layout.gpus)}
+    env.update(profile.server.env)
+    env.update(variant.env)
+    for name in env:
+        if name in REMOVED_ENV:
+            warnings.append(
+                CommandWarning(
+                    "removed-env", f"{name} no longer exists in SGLang 0.5.23 ({REMOVED_ENV[name]})"
+                )
+            )
+    if variant.algorithm.needs_unreleased_build:
+        warnings.append(
+            CommandWarning(
+                "needs-ddtree-build",
+                f"variant {variant_name!r} needs an SGLang built with the DDTree pull request "
+                f"({DDTREE_PULL_REQUEST}); a stock 0.5.23 rejects --speculative-ddtree-budget",
+            )
+        )
+    return CommandSpec(
+        profile=loaded,
+        layout_name=layout_name,
+        variant_name=variant_name,
+        layout=layout,
+        variant=variant,
+        install=install,
+        argv=(*entry_argv(install, demo), *args),
+        env=env,
+        host=profile.server.host,
+        port=chosen_port,
+        demo=demo,
+        warnings=tuple(warnings),
+    )

@@ -1,0 +1,225 @@
+"""Pydantic models of a profile file (frozen, unknown keys rejected)."""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+class Architecture(StrEnum):
+    """What the model computes per layer; decides how speculative trees behave."""
+
+    HYBRID_GDN = "hybrid-gdn"
+    ATTENTION_MLA_MOE = "attention-mla-moe"
+    ATTENTION = "attention"
+
+
+class Algorithm(StrEnum):
+    """`--speculative-algorithm` values (SGLang 0.5.23 plus DDTREE from its open pull request)."""
+
+    OFF = "off"
+    EAGLE = "EAGLE"
+    EAGLE3 = "EAGLE3"
+    NEXTN = "NEXTN"
+    STANDALONE = "STANDALONE"
+    NGRAM = "NGRAM"
+    DFLASH = "DFLASH"
+    DSPARK = "DSPARK"
+    UNO = "UNO"
+    DDTREE = "DDTREE"
+
+    @property
+    def is_speculative(self) -> bool:
+        return self is not Algorithm.OFF
+
+    @property
+    def is_tree_capable(self) -> bool:
+        return self in (Algorithm.DDTREE, Algorithm.EAGLE, Algorithm.EAGLE3, Algorithm.NEXTN)
+
+    @property
+    def needs_unreleased_build(self) -> bool:
+        """DDTREE exists only in an open SGLang pull request, not in a release."""
+        return self is Algorithm.DDTREE
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=True)
+
+
+class ModelSpec(Strict):
+    name: str = Field(min_length=1, description="Human name, e.g. Qwen3.6-27B")
+    path: str = Field(min_length=1, description="Local directory or Hugging Face repo id")
+    served_name: str | None = None
+    architecture: Architecture
+    size_gb: float | None = Field(default=None, gt=0, description="Weights on disk, GB")
+
+    @field_validator("served_name")
+    @classmethod
+    def _served_name_plain(cls, value: str | None) -> str | None:
+        if value is not None and (":" in value or not value or any(c.isspace() for c in value)):
+            raise ValueError(
+                f"{value!r} must be non-empty without spaces or ':' (SGLang reserves "
+                "'model:adapter' for LoRA)"
+            )
+        return value
+
+    @property
+    def effective_served_name(self) -> str:
+        return self.served_name or self.path
+
+
+class SglangInstall(Strict):
+    """Which SGLang runs the server: an interpreter and an entry point."""
+
+    python: str = Field(default="python3", min_length=1)
+    entry: Literal["sglang.launch_server", "sglang serve"] = "sglang.launch_server"
+
+
+class ServerSpec(Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(default=30000, ge=1, le=65535)
+    api_key_env: Annotated[str, Field(pattern=ENV_NAME_PATTERN)] | None = None
+    args: tuple[str, ...] = ()
+    env: dict[Annotated[str, Field(pattern=ENV_NAME_PATTERN)], str] = Field(default_factory=dict)
+
+    @field_validator("args")
+    @classmethod
+    def _no_api_key_in_args(cls, args: tuple[str, ...]) -> tuple[str, ...]:
+        return _reject_secret_args(args)
+
+
+class NumaPolicy(StrEnum):
+    """How schedulers are bound to NUMA nodes.
+
+    `pin` passes `--numa-node` per visible GPU from the host topology; `auto` leaves SGLang's
+    own detection on; `off` disables binding (`SGLANG_AUTO_NUMA_BIND=0`).
+    """
+
+    PIN = "pin"
+    AUTO = "auto"
+    OFF = "off"
+
+
+class Layout(Strict):
+    tp: int = Field(ge=1, le=64)
+    dp: int = Field(default=1, ge=1, le=64)
+    gpus: tuple[Annotated[int, Field(ge=0)], ...] = Field(min_length=1)
+    numa: NumaPolicy = NumaPolicy.PIN
+    description: str = ""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Layout:
+        seen: set[int] = set()
+        for gpu in self.gpus:
+            if gpu in seen:
+                raise ValueError(f"GPU {gpu} is listed twice in gpus")
+            seen.add(gpu)
+        if self.tp * self.dp != len(self.gpus):
+            raise ValueError(
+                f"tp ({self.tp}) x dp ({self.dp}) = {self.tp * self.dp} GPUs, "
+                f"but gpus lists {len(self.gpus)}"
+            )
+        return self
+
+
+class Variant(Strict):
+    """A speculative-decoding choice; `off` is plain autoregressive decoding."""
+
+    algorithm: Algorithm = Algorithm.OFF
+    description: str = ""
+    draft_model_path: str | None = None
+    num_steps: int | None = Field(default=None, ge=1)
+    eagle_topk: int | None = Field(default=None, ge=1)
+    num_draft_tokens: int | None = Field(default=None, ge=1)
+    ddtree_budget: int | None = Field(default=None, ge=1)
+    max_running_requests: int | None = Field(default=None, ge=1)
+    requires: str = Field(default="", description="What SGLang build this variant needs")
+    sglang: SglangInstall | None = None
+    args: tuple[str, ...] = ()
+    env: dict[Annotated[str, Field(pattern=ENV_NAME_PATTERN)], str] = Field(default_factory=dict)
+
+    @field_validator("algorithm", mode="before")
+    @classmethod
+    def _algorithm_case(cls, value: object) -> object:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.lower() in ("off", "none", ""):
+                return Algorithm.OFF
+            upper = text.upper()
+            if upper in Algorithm.__members__.values():
+                return upper
+            valid = ", ".join(a.value for a in Algorithm)
+            raise ValueError(f"unknown speculative algorithm {text!r} (valid: {valid})")
+        return value
+
+    @field_validator("args")
+    @classmethod
+    def _no_api_key_in_args(cls, args: tuple[str, ...]) -> tuple[str, ...]:
+        return _reject_secret_args(args)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Variant:
+        if self.algorithm is Algorithm.OFF:
+            spec_fields = [
+                name
+                for name in (
+                    "draft_model_path",
+                    "num_steps",
+                    "eagle_topk",
+                    "num_draft_tokens",
+                    "ddtree_budget",
+                )
+                if getattr(self, name) is not None
+            ]
+            if spec_fields:
+                raise ValueError(
+                    f"{', '.join(spec_fields)} set but algorithm is off; set an algorithm"
+                )
+        if self.ddtree_budget is not None and self.algorithm is not Algorithm.DDTREE:
+            raise ValueError("ddtree_budget is only meaningful with algorithm DDTREE")
+        if self.algorithm is Algorithm.DDTREE and self.ddtree_budget is None:
+            raise ValueError("algorithm DDTREE needs ddtree_budget")
+        needs_draft = (
+            Algorithm.DFLASH,
+            Algorithm.DDTREE,
+            Algorithm.EAGLE,
+            Algorithm.EAGLE3,
+            Algorithm.STANDALONE,
+            Algorithm.DSPARK,
+        )
+        if self.algorithm in needs_draft and not self.draft_model_path:
+            raise ValueError(f"algorithm {self.algorithm.value} needs draft_model_path")
+        return self
+
+
+class Profile(Strict):
+    """One profile file: a model, the SGLang that serves it, layouts and variants."""
+
+    description: str = ""
+    model: ModelSpec
+    sglang: SglangInstall = Field(default_factory=SglangInstall)
+    server: ServerSpec = Field(default_factory=ServerSpec)
+    layouts: dict[Annotated[str, Field(pattern=NAME_PATTERN)], Layout] = Field(min_length=1)
+    variants: dict[Annotated[str, Field(pattern=NAME_PATTERN)], Variant] = Field(min_length=1)
+
+
+_SECRET_FLAGS = ("--api-key", "--admin-api-key")
+
+
+def _reject_secret_args(args: tuple[str, ...]) -> tuple[str, ...]:
+    for arg in args:
+        flag = arg.split("=", 1)[0]
+        if flag in _SECRET_FLAGS:
+            raise ValueError(
+                f"{flag} must not be written in a profile; name the environment variable that "
+                "holds it with server.api_key_env"
+            )
+        if re.fullmatch(r"\s*", arg):
+            raise ValueError("empty argument")
+    return args

@@ -1,0 +1,245 @@
+"""Resolve a command on a host: the plan's NUMA binding, GPU checks and warnings (pure).
+
+A plan is what `ddconsole plan` prints and what launching runs.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from console.core.errors import PlacementError
+from console.core.net import port_is_free
+from console.core.units import format_index_set
+from console.profiles.command import CommandSpec
+from console.profiles.models import NumaPolicy
+from console.topology.model import Topology
+
+REDACTED = "***"
+
+
+@dataclass(frozen=True)
+class PlanWarning:
+    code: str
+    message: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"code": self.code, "message": self.message}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A launchable command: argv (secrets redacted), env additions, GPUs, NUMA, port."""
+
+    profile: str
+    profile_path: str
+    layout: str
+    variant: str
+    model: str
+    served_name: str
+    architecture: str
+    algorithm: str
+    argv: tuple[str, ...]
+    env: dict[str, str]
+    gpus: tuple[int, ...]
+    numa_nodes: tuple[int, ...]
+    numa_policy: str
+    numa_binding: dict[int, int | None]
+    host: str
+    port: int
+    tp: int
+    dp: int
+    api_key_env: str | None
+    demo: bool
+    requires: str = ""
+    warnings: tuple[PlanWarning, ...] = field(default_factory=tuple)
+
+    @property
+    def command_line(self) -> str:
+        env_part = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
+        return f"{env_part} {shlex.join(self.argv)}".strip()
+
+    def launch_argv(self, environ: Mapping[str, str]) -> list[str]:
+        """The argv to execute: the redacted one plus the API key read from its variable."""
+        argv = list(self.argv)
+        if self.api_key_env and argv[-2:] == ["--api-key", REDACTED]:
+            key = environ.get(self.api_key_env)
+            argv = argv[:-2] + (["--api-key", key] if key else [])
+        return argv
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "profile": self.profile,
+            "profile_path": self.profile_path,
+            "layout": self.layout,
+            "variant": self.variant,
+            "model": self.model,
+            "served_name": self.served_name,
+            "architecture": self.architecture,
+            "algorithm": self.algorithm,
+            "argv": list(self.argv),
+            "env": dict(self.env),
+            "gpus": list(self.gpus),
+            "numa_nodes": list(self.numa_nodes),
+            "numa_policy": self.numa_policy,
+            "numa_binding": {str(gpu): node for gpu, node in self.numa_binding.items()},
+            "host": self.host,
+            "port": self.port,
+            "tp": self.tp,
+            "dp": self.dp,
+            "api_key_env": self.api_key_env,
+            "demo": self.demo,
+            "requires": self.requires,
+            "command_line": self.command_line,
+            "warnings": [w.to_json() for w in self.warnings],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Plan:
+        """Rebuild a plan saved by `to_json` (state files); raises KeyError/TypeError/ValueError."""
+        return cls(
+            profile=str(data["profile"]),
+            profile_path=str(data.get("profile_path", "")),
+            layout=str(data["layout"]),
+            variant=str(data["variant"]),
+            model=str(data.get("model", "")),
+            served_name=str(data.get("served_name", "")),
+            architecture=str(data.get("architecture", "")),
+            algorithm=str(data.get("algorithm", "off")),
+            argv=tuple(str(a) for a in data["argv"]),
+            env={str(k): str(v) for k, v in dict(data.get("env", {})).items()},
+            gpus=tuple(int(g) for g in data["gpus"]),
+            numa_nodes=tuple(int(n) for n in data.get("numa_nodes", [])),
+            numa_policy=str(data.get("numa_policy", "auto")),
+            numa_binding={
+                int(k): (None if v is None else int(v))
+                for k, v in dict(data.get("numa_binding", {})).items()
+            },
+            host=str(data.get("host", "127.0.0.1")),
+            port=int(data["port"]),
+            tp=int(data.get("tp", 1)),
+            dp=int(data.get("dp", 1)),
+            api_key_env=data.get("api_key_env"),
+            demo=bool(data.get("demo", False)),
+            requires=str(data.get("requires", "")),
+            warnings=tuple(
+                PlanWarning(str(w["code"]), str(w["message"])) for w in data.get("warnings", [])
+            ),
+        )
+
+
+def resolve(
+    command: CommandSpec,
+    topology: Topology,
+    *,
+    port_checker: Callable[[int, str], bool] | None = port_is_free,
+    numactl_present: bool | None = None,
+) -> Plan:
+    """Place `command` on `topology`; a GPU the host lacks is a PlacementError naming the key."""
+    layout = command.layout
+    key = f"layouts.{command.layout_name}.gpus"
+    for position, gpu in enumerate(layout.gpus):
+        if topology.gpu(gpu) is None:
+            present = format_index_set(list(topology.gpu_indices))
+            why = topology.gpu_status or f"GPUs on this host: {present}"
+            raise PlacementError(
+                f"{command.profile.path}: {key}[{position}]: GPU {gpu} is not on this host ({why})"
+            )
+    warnings = [PlanWarning(w.code, w.message) for w in command.warnings]
+    binding: dict[int, int | None] = {}
+    for gpu in layout.gpus:
+        info = topology.gpu(gpu)
+        binding[gpu] = None if info is None else info.numa_node
+        if info is not None and info.error:
+            warnings.append(PlanWarning("gpu-unreadable", f"GPU {gpu}: {info.error}"))
+        if info is not None and info.link_downtrained:
+            warnings.append(
+                PlanWarning(
+                    "pcie-downtrained",
+                    f"GPU {gpu} PCIe link runs at x{info.pcie_width_current} of "
+                    f"x{info.pcie_width_max}: check the slot or riser",
+                )
+            )
+    nodes = tuple(sorted({node for node in binding.values() if node is not None}))
+    for group_index in range(layout.dp):
+        group = layout.gpus[group_index * layout.tp : (group_index + 1) * layout.tp]
+        group_nodes = sorted({node for g in group if (node := binding[g]) is not None})
+        if len(group_nodes) > 1:
+            label = "TP group" if layout.dp == 1 else f"TP group {group_index} (DP replica)"
+            warnings.append(
+                PlanWarning(
+                    "numa-crossing",
+                    f"{label} on GPUs {format_index_set(list(group))} spans NUMA nodes "
+                    f"{', '.join(str(n) for n in group_nodes)}: all-reduce crosses the socket "
+                    "interconnect over PCIe",
+                )
+            )
+    argv = list(command.argv)
+    env = dict(command.env)
+    policy = layout.numa
+    if policy is NumaPolicy.PIN:
+        if any(node is None for node in binding.values()):
+            warnings.append(
+                PlanWarning(
+                    "numa-unknown", "NUMA node unknown for some GPUs; leaving binding to SGLang"
+                )
+            )
+        elif len(topology.numa_nodes) > 1:
+            # --numa-node is indexed by the GPU id SGLang sees, i.e. after CUDA_VISIBLE_DEVICES.
+            argv += ["--numa-node", *(str(binding[gpu]) for gpu in layout.gpus)]
+    elif policy is NumaPolicy.OFF:
+        env["SGLANG_AUTO_NUMA_BIND"] = "0"
+    if (
+        not command.demo
+        and policy is not NumaPolicy.OFF
+        and len(topology.numa_nodes) > 1
+        and not (numactl_present if numactl_present is not None else shutil.which("numactl"))
+    ):
+        warnings.append(
+            PlanWarning(
+                "numactl-missing",
+                "numactl is not installed: SGLang cannot bind schedulers to NUMA nodes",
+            )
+        )
+    if port_checker is not None and not port_checker(command.port, command.host):
+        warnings.append(
+            PlanWarning("port-busy", f"port {command.port} on {command.host} is in use now")
+        )
+    api_key_env = command.profile.profile.server.api_key_env
+    if api_key_env:
+        argv += ["--api-key", REDACTED]
+        if not command.demo and not os.environ.get(api_key_env):
+            warnings.append(
+                PlanWarning(
+                    "api-key-unset", f"{api_key_env} is not set: the server would run without a key"
+                )
+            )
+    profile = command.profile.profile
+    return Plan(
+        profile=command.profile.name,
+        profile_path=str(command.profile.path),
+        layout=command.layout_name,
+        variant=command.variant_name,
+        model=profile.model.name,
+        served_name=profile.model.effective_served_name,
+        architecture=profile.model.architecture.value,
+        algorithm=command.variant.algorithm.value,
+        argv=tuple(argv),
+        env=env,
+        gpus=layout.gpus,
+        numa_nodes=nodes,
+        numa_policy=policy.value,
+        numa_binding=binding,
+        host=command.host,
+        port=command.port,
+        tp=layout.tp,
+        dp=layout.dp,
+        api_key_env=api_key_env,
+        demo=command.demo,
+        requires=command.variant.requires,
+        warnings=tuple(warnings),
+    )

@@ -1,0 +1,1 @@
+"""Test doubles at the project's seams (a fake pynvml module)."""
