@@ -1,0 +1,26 @@
+"""`ddconsole sim ARGS...`: run the SGLang-compatible simulator in the foreground."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def register(verbs: Any, common: argparse.ArgumentParser) -> None:
+    parser = verbs.add_parser(
+        "sim",
+        help="run the SGLang-compatible simulator (takes SGLang's launch arguments)",
+        description="Runs the simulator the demo mode launches: SGLang launch arguments plus "
+        "--sim-speed FACTOR, --sim-seed N and --sim-fault KIND[:ARG][,...] "
+        "(slow-start, crash-at-load:{oom,nccl,import,notfound,badflag}, crash-mid-stream[:N], "
+        "hang[:S], bad-metrics, metrics-nan, metrics-reset[:S], http-500[:RATE], orphans).",
+        add_help=False,
+    )
+    parser.add_argument("sim_args", nargs=argparse.REMAINDER)
+    parser.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from console.sim.server import main
+
+    return main(list(args.sim_args))

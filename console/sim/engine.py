@@ -1,0 +1,302 @@
+"""A continuous-batching scheduler per DP rank: a queue, a running batch, verify steps.
+
+Requests wait in a queue until the running batch (bounded by `--max-running-requests` and
+the KV pool) has room; a prefill batch produces their first token; then every decode step
+commits 1 token per request (autoregressive) or a drawn number (speculative).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from console.sim.catalog import ModelEntry
+from console.sim.clock import SimClock, StepTimer
+from console.sim.perf import Decoding, draw_commit, prefill_time, step_time
+from console.sim.stats import FinishedRecord, SimStats
+from console.sim.text import TokenStream
+
+log = logging.getLogger("sglang.sim")
+SCHEDULER = {"scheduler": True}
+
+
+class Chunk(NamedTuple):
+    """What one output batch of a request carries: cumulative counts and text/id offsets."""
+
+    completion_tokens: int
+    new_tokens: int
+
+
+@dataclass(eq=False)
+class SimRequest:
+    rid: str
+    input_len: int
+    max_new: int
+    stop_at: int
+    streaming: bool
+    tokens: TokenStream
+    arrival: float
+    log_metrics: bool = True
+    chunks: list[Chunk] = field(default_factory=list)
+    event: asyncio.Event = field(default_factory=asyncio.Event)
+    generated: int = 0
+    verify_ct: int = 0
+    correct_drafts: int = 0
+    first_token_at: float | None = None
+    last_chunk_at: float | None = None
+    finished_at: float | None = None
+    finish_reason: dict[str, Any] | None = None
+    admitted_at: float | None = None
+    dp_rank: int = 0
+    aborted: bool = False
+
+    @property
+    def done(self) -> bool:
+        return self.finished_at is not None or self.aborted
+
+    def __post_init__(self) -> None:
+        self.target = min(self.max_new, self.stop_at)
+        """Tokens this request will produce (its length limit or its natural stop)."""
+
+
+class Engine:
+    """One DP rank's scheduler loop."""
+
+    def __init__(
+        self,
+        *,
+        rank: int,
+        model: ModelEntry,
+        tp: int,
+        decode: Decoding,
+        clock: SimClock,
+        stats: SimStats,
+        seed: int,
+        max_running: int,
+        max_total_tokens: int,
+        on_step: Callable[[Engine, float], None] | None = None,
+    ) -> None:
+        self.rank = rank
+        self.model = model
+        self.tp = tp
+        self.decode = decode
+        self.clock = clock
+        self.timer = StepTimer(clock)
+        self.stats = stats
+        self.rng = random.Random(seed * 1000 + rank)
+        self.max_running = max_running
+        self.max_total_tokens = max_total_tokens
+        self.on_step = on_step
+        self.waiting: deque[SimRequest] = deque()
+        self.running: list[SimRequest] = []
+        self._wake = asyncio.Event()
+        self.busy_sim_s = 0.0
+        """Simulated seconds spent in forward passes (GPU utilisation)."""
+        self.tokens_in_steps = 0
+        """Tokens processed per forward pass, summed (PCIe traffic model)."""
+
+    # -- interface ---------------------------------------------------------------------------
+
+    def submit(self, request: SimRequest) -> None:
+        request.dp_rank = self.rank
+        self.waiting.append(request)
+        self._publish_load()
+        self._wake.set()
+
+    def abort(self, request: SimRequest) -> None:
+        if request.done:
+            return
+        request.aborted = True
+        if request in self.running:
+            self.running.remove(request)
+        elif request in self.waiting:
+            self.waiting.remove(request)
+        if request.log_metrics:
+            self.stats.on_aborted()
+        request.event.set()
+        self._publish_load()
+
+    @property
+    def used_tokens(self) -> int:
+        return sum(r.input_len + r.generated for r in self.running)
+
+    @property
+    def idle(self) -> bool:
+        return not self.running and not self.waiting
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        while True:
+            if self.idle:
+                self.timer.idle()
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            admitted = self._admit()
+            if admitted:
+                await self._prefill(admitted)
+            elif self.running:
+                await self._decode_step()
+            else:
+                # Queued requests that cannot fit yet: wait for room.
+                self._wake.clear()
+                await self._wake.wait()
+
+    def _admit(self) -> list[SimRequest]:
+        admitted: list[SimRequest] = []
+        reserved = sum(r.input_len + r.target for r in self.running)
+        while self.waiting and len(self.running) + len(admitted) < self.max_running:
+            candidate = self.waiting[0]
+            need = candidate.input_len + candidate.target
+            if reserved + need > self.max_total_tokens and (self.running or admitted):
+                break
+            self.waiting.popleft()
+            reserved += need
+            admitted.append(candidate)
+        return admitted
+
+    async def _prefill(self, batch: list[SimRequest]) -> None:
+        tokens = sum(r.input_len for r in batch)
+        start = self.clock.now()
+        for request in batch:
+            request.admitted_at = start
+        duration = prefill_time(self.model, self.tp, tokens)
+        await self.timer.wait(duration)
+        self.busy_sim_s += duration
+        self.tokens_in_steps += tokens
+        now = self.clock.now()
+        self.stats.on_prefill(self.rank, tokens)
+        log.info(
+            "Prefill batch, #new-seq: %d, #new-token: %d, #cached-token: 0, token usage: "
+            "%.2f, #running-req: %d, #queue-req: %d",
+            len(batch),
+            tokens,
+            self.used_tokens / max(1, self.max_total_tokens),
+            len(self.running),
+            len(self.waiting),
+            extra=SCHEDULER,
+        )
+        for request in batch:
+            if request.aborted:
+                continue
+            request.first_token_at = now
+            if request.log_metrics:
+                self.stats.on_first_token(
+                    request.streaming, now - request.arrival, start - request.arrival
+                )
+            self._emit(request, 1, now)
+            if request.generated >= request.target:
+                self._finish(request, now)
+            else:
+                self.running.append(request)
+        self._publish_load()
+        if self.on_step:
+            self.on_step(self, now)
+
+    async def _decode_step(self) -> None:
+        batch = list(self.running)
+        duration = step_time(self.decode, len(batch))
+        await self.timer.wait(duration)
+        self.busy_sim_s += duration
+        self.tokens_in_steps += len(batch) * self.decode.verify_width
+        now = self.clock.now()
+        committed_total = 0
+        accepted_total = 0
+        stepped = 0
+        speculative = self.decode.speculative
+        rng = self.rng
+        decode = self.decode
+        gaps: dict[tuple[float, int], int] = {}
+        for request in batch:
+            if request.aborted:
+                continue
+            if speculative:
+                committed, accepted = draw_commit(rng, decode)
+                committed = min(committed, request.target - request.generated)
+                if committed <= 0:
+                    continue
+                accepted = min(accepted, committed - 1)
+                request.verify_ct += 1
+                request.correct_drafts += accepted
+                accepted_total += accepted
+            else:
+                committed = 1
+            stepped += 1
+            committed_total += committed
+            if request.log_metrics:
+                key = (now - (request.last_chunk_at or now), committed)
+                gaps[key] = gaps.get(key, 0) + 1
+            self._emit(request, committed, now)
+            if request.generated >= request.target:
+                self._finish(request, now)
+        for (gap, committed), requests in gaps.items():
+            self.stats.on_chunk(gap, committed, requests)
+        self.running = [r for r in self.running if not r.done]
+        ticked = self.stats.on_decode_step(self.rank, committed_total, stepped, accepted_total, now)
+        self._publish_load()
+        if ticked:
+            self._log_decode_tick()
+        if self.on_step:
+            self.on_step(self, now)
+
+    def _emit(self, request: SimRequest, count: int, now: float) -> None:
+        generated = request.generated + count
+        request.tokens.ensure(generated)
+        request.generated = generated
+        request.last_chunk_at = now
+        request.chunks.append(Chunk(generated, count))
+        request.event.set()
+
+    def _finish(self, request: SimRequest, now: float) -> None:
+        request.finished_at = now
+        if request.generated >= request.max_new:
+            request.finish_reason = {"type": "length", "length": request.max_new}
+        else:
+            request.finish_reason = {"type": "stop", "matched": 151645}
+        if request.log_metrics:
+            self.stats.on_finished(
+                FinishedRecord(
+                    rid=request.rid,
+                    dp_rank=self.rank,
+                    arrival=request.arrival,
+                    first_token=request.first_token_at or now,
+                    finished=now,
+                    prompt_tokens=request.input_len,
+                    completion_tokens=request.generated,
+                    verify_ct=request.verify_ct,
+                    chunks=len(request.chunks),
+                    streaming=request.streaming,
+                )
+            )
+        request.event.set()
+
+    def _publish_load(self) -> None:
+        self.stats.set_load(
+            self.rank, len(self.running), len(self.waiting), self.used_tokens, self.max_total_tokens
+        )
+
+    def _log_decode_tick(self) -> None:
+        labels = self.stats.scheduler_labels(self.rank)
+        spec = ""
+        if self.decode.speculative:
+            spec = (
+                f"accept len: {self.stats.spec_accept_length.get(labels):.2f}, "
+                f"accept rate: {self.stats.spec_accept_rate.get(labels):.2f}, "
+            )
+        log.info(
+            "Decode batch, #running-req: %d, #token: %d, token usage: %.2f, %scuda graph: "
+            "True, gen throughput (token/s): %.2f, #queue-req: %d",
+            len(self.running),
+            self.used_tokens,
+            self.used_tokens / max(1, self.max_total_tokens),
+            spec,
+            self.stats.gen_throughput.get(labels),
+            len(self.waiting),
+            extra=SCHEDULER,
+        )

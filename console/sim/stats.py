@@ -1,0 +1,424 @@
+"""What the simulated server counts: SGLang's metrics, and its own ground truth for tests.
+
+Metric names, types, labels and update rules follow SGLang 0.5.23: scheduler gauges refresh
+on decode ticks (every `decode_log_interval` steps), token counters move when a request
+finishes, `realtime_tokens_total{mode="decode"}` moves every step.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from console.sim.metrics import Counter, Gauge, Histogram, Labels, Metric, exposition
+
+TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400)
+E2E_BUCKETS = (
+    0.1,
+    0.2,
+    0.4,
+    0.6,
+    0.8,
+    1,
+    2,
+    4,
+    6,
+    8,
+    10,
+    20,
+    40,
+    60,
+    80,
+    100,
+    200,
+    400,
+    600,
+    1200,
+    1800,
+    2400,
+)
+ITL_BUCKETS = (
+    0.002,
+    0.004,
+    0.006,
+    0.008,
+    0.010,
+    0.015,
+    0.020,
+    0.025,
+    0.030,
+    0.035,
+    0.040,
+    0.060,
+    0.080,
+    0.100,
+    0.200,
+    0.400,
+    0.600,
+    0.800,
+    1.000,
+    2.000,
+    4.000,
+    6.000,
+    8.000,
+)
+QUEUE_BUCKETS = (
+    0.0,
+    0.1,
+    0.2,
+    0.5,
+    1,
+    2,
+    3,
+    4,
+    5,
+    10,
+    15,
+    20,
+    30,
+    40,
+    50,
+    60,
+    70,
+    80,
+    90,
+    100,
+    200,
+    300,
+    400,
+    500,
+    600,
+    700,
+    800,
+    900,
+    1000,
+    1200,
+    1400,
+    1600,
+    1800,
+    2000,
+    2500,
+    3000,
+)
+GEN_THROUGHPUT_STALENESS_S = 30.0
+TRUTH_RECORDS = 20_000
+
+
+@dataclass
+class FinishedRecord:
+    """Ground truth for one finished request, in simulated seconds."""
+
+    rid: str
+    dp_rank: int
+    arrival: float
+    first_token: float
+    finished: float
+    prompt_tokens: int
+    completion_tokens: int
+    verify_ct: int
+    chunks: int
+    streaming: bool
+
+    def to_json(self) -> dict[str, Any]:
+        ttft = self.first_token - self.arrival
+        itl = (
+            (self.finished - self.first_token) / (self.completion_tokens - 1)
+            if self.completion_tokens > 1
+            else None
+        )
+        return {
+            "rid": self.rid,
+            "dp_rank": self.dp_rank,
+            "arrival_s": self.arrival,
+            "first_token_s": self.first_token,
+            "finished_s": self.finished,
+            "ttft_s": ttft,
+            "e2e_s": self.finished - self.arrival,
+            "itl_s": itl,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "verify_ct": self.verify_ct,
+            "chunks": self.chunks,
+            "accept_length": (self.completion_tokens / self.verify_ct if self.verify_ct else None),
+            "streaming": self.streaming,
+        }
+
+
+@dataclass
+class TickWindow:
+    """Accumulates one scheduler's decode steps between decode ticks."""
+
+    steps: int = 0
+    tokens: int = 0
+    request_steps: int = 0
+    accepted_drafts: int = 0
+    proposed_drafts: int = 0
+    started_at: float = 0.0
+
+
+@dataclass
+class RankTotals:
+    """Lifetime decode counters of one scheduler (reset by /flush_cache)."""
+
+    decode_tokens: int = 0
+    request_steps: int = 0
+    window: TickWindow = field(default_factory=TickWindow)
+    last_tick_at: float = 0.0
+    last_gen_throughput: float = 0.0
+
+
+class SimStats:
+    def __init__(
+        self,
+        model_name: str,
+        dp_size: int,
+        spec_on: bool,
+        num_draft_tokens: int,
+        decode_log_interval: int,
+    ) -> None:
+        self.model_name = model_name
+        self.dp_size = dp_size
+        self.spec_on = spec_on
+        self.num_draft_tokens = num_draft_tokens
+        self.decode_log_interval = max(1, decode_log_interval)
+        self.ranks = [RankTotals() for _ in range(dp_size)]
+        self.truth_decode_tokens = 0
+        self.truth_request_steps = 0
+        self.truth_steps = 0
+        self.records: deque[FinishedRecord] = deque(maxlen=TRUTH_RECORDS)
+        self.tokenizer_labels: Labels = (("model_name", model_name), ("engine_type", "unified"))
+        m = self._make_metrics()
+        self.metrics: list[Metric] = m
+
+    # -- labels ------------------------------------------------------------------------------
+
+    def scheduler_labels(self, rank: int) -> Labels:
+        labels: Labels = (
+            ("model_name", self.model_name),
+            ("engine_type", "unified"),
+            ("tp_rank", "0"),
+            ("pp_rank", "0"),
+            ("moe_ep_rank", "0"),
+        )
+        if self.dp_size > 1:
+            labels = (*labels, ("dp_rank", str(rank)))
+        return labels
+
+    def _streaming(self, streaming: bool) -> Labels:
+        return (*self.tokenizer_labels, ("is_streaming", "true" if streaming else "false"))
+
+    # -- metric objects ----------------------------------------------------------------------
+
+    def _make_metrics(self) -> list[Metric]:
+        self.gen_throughput = Gauge("sglang:gen_throughput", "The generation throughput (token/s).")
+        self.num_running = Gauge("sglang:num_running_reqs", "The number of running requests.")
+        self.num_queue = Gauge(
+            "sglang:num_queue_reqs", "The number of requests in the waiting queue."
+        )
+        self.num_used_tokens = Gauge("sglang:num_used_tokens", "The number of used tokens.")
+        self.token_usage = Gauge("sglang:token_usage", "The token usage.")
+        self.spec_accept_length = Gauge(
+            "sglang:spec_accept_length", "The average acceptance length of speculative decoding."
+        )
+        self.spec_accept_rate = Gauge(
+            "sglang:spec_accept_rate", "The average acceptance rate of speculative decoding."
+        )
+        self.cache_hit_rate = Gauge("sglang:cache_hit_rate", "The prefix cache hit rate.")
+        self.utilization = Gauge("sglang:utilization", "The utilization.")
+        self.max_total_num_tokens = Gauge(
+            "sglang:max_total_num_tokens", "Maximum total number of tokens in the KV cache pool."
+        )
+        self.realtime_tokens = Counter(
+            "sglang:realtime_tokens_total",
+            "Number of tokens processed, updated every forward step.",
+        )
+        self.prompt_tokens = Counter(
+            "sglang:prompt_tokens_total", "Number of prefill tokens processed."
+        )
+        self.generation_tokens = Counter(
+            "sglang:generation_tokens_total", "Number of generation tokens processed."
+        )
+        self.num_requests = Counter("sglang:num_requests_total", "Number of requests processed.")
+        self.num_aborted = Counter(
+            "sglang:num_aborted_requests_total", "Number of requests aborted."
+        )
+        self.spec_verify_calls = Counter(
+            "sglang:spec_verify_calls_total", "Number of speculative decoding verification calls."
+        )
+        self.cached_tokens = Counter(
+            "sglang:cached_tokens_total",
+            "Number of cached prompt tokens by source (device/host/storage).",
+        )
+        self.ttft = Histogram(
+            "sglang:time_to_first_token_seconds",
+            "Histogram of time to first token in seconds.",
+            TTFT_BUCKETS,
+        )
+        self.itl = Histogram(
+            "sglang:inter_token_latency_seconds",
+            "Histogram of inter-token latency in seconds.",
+            ITL_BUCKETS,
+        )
+        self.tpot = Histogram(
+            "sglang:request_time_per_output_token_seconds",
+            "Per-request TPOT in seconds: (finished_time - first_token_time) / "
+            "(completion_tokens - 1).",
+            ITL_BUCKETS,
+        )
+        self.e2e = Histogram(
+            "sglang:e2e_request_latency_seconds",
+            "Histogram of End-to-end request latency in seconds",
+            E2E_BUCKETS,
+        )
+        self.queue_time = Histogram(
+            "sglang:queue_time_seconds", "Histogram of queueing time in seconds.", QUEUE_BUCKETS
+        )
+        for rank in range(self.dp_size):
+            labels = self.scheduler_labels(rank)
+            for gauge in (
+                self.gen_throughput,
+                self.num_running,
+                self.num_queue,
+                self.num_used_tokens,
+                self.token_usage,
+                self.spec_accept_length,
+                self.spec_accept_rate,
+                self.cache_hit_rate,
+                self.utilization,
+            ):
+                gauge.set(labels, 0.0)
+            for mode in ("prefill_compute", "prefill_cache", "decode"):
+                self.realtime_tokens.inc((*labels, ("mode", mode)), 0.0)
+        for streaming in (True, False):
+            for counter in (self.prompt_tokens, self.generation_tokens, self.num_requests):
+                counter.inc(self._streaming(streaming), 0.0)
+        self.spec_verify_calls.inc(self.tokenizer_labels, 0.0)
+        self.num_aborted.inc(self.tokenizer_labels, 0.0)
+        return [
+            self.gen_throughput,
+            self.num_running,
+            self.num_queue,
+            self.num_used_tokens,
+            self.token_usage,
+            self.spec_accept_length,
+            self.spec_accept_rate,
+            self.cache_hit_rate,
+            self.utilization,
+            self.max_total_num_tokens,
+            self.realtime_tokens,
+            self.prompt_tokens,
+            self.generation_tokens,
+            self.num_requests,
+            self.num_aborted,
+            self.spec_verify_calls,
+            self.cached_tokens,
+            self.ttft,
+            self.itl,
+            self.tpot,
+            self.e2e,
+            self.queue_time,
+        ]
+
+    # -- events ------------------------------------------------------------------------------
+
+    def on_prefill(self, rank: int, tokens: int) -> None:
+        labels = self.scheduler_labels(rank)
+        self.realtime_tokens.inc((*labels, ("mode", "prefill_compute")), tokens)
+
+    def on_decode_step(
+        self, rank: int, tokens: int, requests: int, accepted_drafts: int, now: float
+    ) -> bool:
+        """Count one verify step; True when it completes a decode tick (gauges refreshed)."""
+        labels = self.scheduler_labels(rank)
+        self.realtime_tokens.inc((*labels, ("mode", "decode")), tokens)
+        totals = self.ranks[rank]
+        totals.decode_tokens += tokens
+        totals.request_steps += requests
+        self.truth_decode_tokens += tokens
+        self.truth_request_steps += requests
+        self.truth_steps += 1
+        window = totals.window
+        if window.steps == 0:
+            window.started_at = totals.last_tick_at
+        window.steps += 1
+        window.tokens += tokens
+        window.request_steps += requests
+        window.accepted_drafts += accepted_drafts
+        window.proposed_drafts += requests * max(0, self.num_draft_tokens - 1)
+        if window.steps < self.decode_log_interval:
+            return False
+        elapsed = max(1e-9, now - totals.last_tick_at)
+        totals.last_gen_throughput = window.tokens / elapsed
+        self.gen_throughput.set(labels, totals.last_gen_throughput)
+        if self.spec_on:
+            self.spec_accept_length.set(labels, window.tokens / max(1, window.request_steps))
+            self.spec_accept_rate.set(
+                labels, window.accepted_drafts / max(1, window.proposed_drafts)
+            )
+        totals.last_tick_at = now
+        totals.window = TickWindow()
+        return True
+
+    def set_load(
+        self, rank: int, running: int, queued: int, used_tokens: int, max_tokens: int
+    ) -> None:
+        labels = self.scheduler_labels(rank)
+        self.num_running.set(labels, running)
+        self.num_queue.set(labels, queued)
+        self.num_used_tokens.set(labels, used_tokens)
+        self.token_usage.set(labels, used_tokens / max(1, max_tokens))
+        self.max_total_num_tokens.set(labels, max_tokens)
+
+    def decay(self, now: float) -> None:
+        """gen_throughput falls to 0 after 30 s without a decode tick (SGLang's staleness)."""
+        for rank, totals in enumerate(self.ranks):
+            if now - totals.last_tick_at > GEN_THROUGHPUT_STALENESS_S:
+                self.gen_throughput.set(self.scheduler_labels(rank), 0.0)
+
+    def on_first_token(self, streaming: bool, ttft: float, queue_time: float) -> None:
+        self.ttft.observe(self._streaming(streaming), ttft)
+        self.queue_time.observe(self.tokenizer_labels, queue_time)
+
+    def on_chunk(self, gap: float, tokens: int, requests: int = 1) -> None:
+        """`requests` output batches of `tokens` tokens each, `gap` after their previous one."""
+        if tokens > 0:
+            self.itl.observe(self.tokenizer_labels, gap / tokens, times=tokens * requests)
+
+    def on_finished(self, record: FinishedRecord) -> None:
+        streaming = self._streaming(record.streaming)
+        self.prompt_tokens.inc(streaming, record.prompt_tokens)
+        self.generation_tokens.inc(streaming, record.completion_tokens)
+        self.num_requests.inc(streaming)
+        self.cached_tokens.inc((*self.tokenizer_labels, ("cache_source", "total")), 0.0)
+        if self.spec_on:
+            self.spec_verify_calls.inc(self.tokenizer_labels, record.verify_ct)
+        self.e2e.observe(streaming, record.finished - record.arrival)
+        if record.completion_tokens > 1:
+            self.tpot.observe(
+                streaming, (record.finished - record.first_token) / (record.completion_tokens - 1)
+            )
+        self.records.append(record)
+
+    def on_aborted(self) -> None:
+        self.num_aborted.inc(self.tokenizer_labels)
+
+    def avg_spec_accept_length(self, rank: int) -> float | None:
+        totals = self.ranks[rank]
+        if not self.spec_on or totals.request_steps == 0:
+            return None
+        return totals.decode_tokens / totals.request_steps
+
+    def flush(self) -> None:
+        """/flush_cache resets the lifetime speculative averages."""
+        for totals in self.ranks:
+            totals.decode_tokens = 0
+            totals.request_steps = 0
+
+    def reset_counters(self) -> None:
+        """Every counter and histogram back to zero, as after a restart (fault injection)."""
+        for metric in self.metrics:
+            metric.reset()
+
+    def render(self) -> str:
+        return exposition(self.metrics)

@@ -1,0 +1,273 @@
+"""Every simulator fault, as a client (and the console) would see it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.simproc import QWEN, SMALL, running_sim, start_sim, stop_sim, wait_ready
+
+
+def _wait_exit(sim, timeout: float = 30) -> int:
+    return sim.proc.wait(timeout=timeout)
+
+
+def _time_to_ready(args: list[str], tmp_path: Path, speed: float) -> float:
+    sim = start_sim(args, tmp_path=tmp_path, speed=speed)
+    start = time.monotonic()
+    try:
+        wait_ready(sim)
+        return time.monotonic() - start
+    finally:
+        stop_sim(sim)
+
+
+def test_slow_start_keeps_refusing_longer(tmp_path: Path):
+    normal = _time_to_ready(SMALL, tmp_path, speed=10)
+    slow = _time_to_ready([*SMALL, "--sim-fault", "slow-start"], tmp_path, speed=10)
+    # Four times the load phases (about 5 simulated seconds here) at speed 10.
+    assert slow - normal > 1.0, (normal, slow)
+
+
+@pytest.mark.parametrize(
+    ("kind", "line"),
+    [
+        ("oom", "torch.OutOfMemoryError: CUDA out of memory."),
+        ("nccl", "torch.distributed.DistBackendError: NCCL error"),
+        ("import", "ImportError: cannot import name 'SparsityStructure' from 'compressed_tensors"),
+        ("notfound", "OSError: We couldn't connect to 'https://huggingface.co'"),
+    ],
+)
+def test_crash_at_load_exits_before_binding(tmp_path: Path, kind: str, line: str):
+    sim = start_sim([*SMALL, "--sim-fault", f"crash-at-load:{kind}"], tmp_path=tmp_path, speed=20)
+    try:
+        code = _wait_exit(sim)
+        assert code == 1
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"{sim.url}/ready", timeout=1)
+        log = sim.log()
+        assert line in log
+        assert "fired up" not in log
+    finally:
+        stop_sim(sim)
+
+
+def test_bad_flag_exits_2_like_argparse(tmp_path: Path):
+    sim = start_sim([*SMALL, "--sim-fault", "crash-at-load:badflag"], tmp_path=tmp_path)
+    assert _wait_exit(sim) == 2
+    assert "sglang serve: error: unrecognized arguments" in sim.log()
+
+
+def test_invalid_flag_value_exits_2(tmp_path: Path):
+    sim = start_sim([*SMALL, "--tp-size", "two"], tmp_path=tmp_path)
+    assert _wait_exit(sim) == 2
+    assert "argument --tp-size/--tensor-parallel-size: invalid int value: 'two'" in sim.log()
+
+
+def test_crash_mid_stream_cuts_the_stream_and_dies_by_sigkill(tmp_path: Path):
+    sim = start_sim([*QWEN, "--sim-fault", "crash-mid-stream:8"], tmp_path=tmp_path, speed=20)
+    try:
+        wait_ready(sim)
+        received = 0
+        with (
+            pytest.raises(httpx.HTTPError),
+            httpx.stream(
+                "POST",
+                f"{sim.url}/generate",
+                timeout=10,
+                json={
+                    "input_ids": [1] * 8,
+                    "stream": True,
+                    "sampling_params": {"max_new_tokens": 200, "ignore_eos": True},
+                },
+            ) as response,
+        ):
+            for line in response.iter_lines():
+                if line.startswith("data: {"):
+                    received += 1
+        assert 1 <= received < 200
+        assert _wait_exit(sim) == -signal.SIGKILL
+        assert "CUDA error: an illegal memory access was encountered" in sim.log()
+    finally:
+        stop_sim(sim)
+
+
+def test_hang_stays_alive_but_stops_answering(tmp_path: Path):
+    with running_sim([*SMALL, "--sim-fault", "hang:0.5"], tmp_path, speed=1) as sim:
+        time.sleep(1.0)
+        with pytest.raises(httpx.TimeoutException):
+            httpx.get(f"{sim.url}/ready", timeout=1)
+        with pytest.raises(httpx.TimeoutException):
+            httpx.post(f"{sim.url}/generate", timeout=1, json={"input_ids": [1]})
+        assert sim.proc.poll() is None
+        # SIGTERM cannot be handled by a blocked loop: only SIGKILL removes it.
+        os.kill(sim.proc.pid, signal.SIGTERM)
+        time.sleep(0.5)
+        assert sim.proc.poll() is None
+
+
+def test_bad_metrics_is_not_prometheus(tmp_path: Path):
+    with running_sim([*SMALL, "--sim-fault", "bad-metrics"], tmp_path) as sim:
+        text = httpx.get(f"{sim.url}/metrics").text
+        with pytest.raises(ValueError):
+            list(text_string_to_metric_families(text))
+        assert httpx.get(f"{sim.url}/ready").status_code == 200
+
+
+def test_metrics_nan_and_inf(tmp_path: Path):
+    with running_sim([*SMALL, "--sim-fault", "metrics-nan"], tmp_path) as sim:
+        families = {
+            f.name: f for f in text_string_to_metric_families(httpx.get(f"{sim.url}/metrics").text)
+        }
+        assert str(families["sglang:gen_throughput"].samples[0].value) == "nan"
+        assert families["sglang:spec_accept_length"].samples[0].value == float("inf")
+
+
+def test_metrics_reset_drops_counters(tmp_path: Path):
+    with running_sim([*SMALL, "--sim-fault", "metrics-reset:10"], tmp_path, speed=20) as sim:
+        httpx.post(
+            f"{sim.url}/generate",
+            json={"input_ids": [1], "sampling_params": {"max_new_tokens": 4, "ignore_eos": True}},
+        )
+
+        def total() -> float:
+            families = {
+                f.name: f
+                for f in text_string_to_metric_families(httpx.get(f"{sim.url}/metrics").text)
+            }
+            return sum(
+                s.value
+                for s in families["sglang:num_requests"].samples
+                if s.name.endswith("_total")
+            )
+
+        deadline = time.monotonic() + 5
+        values = [total()]
+        while time.monotonic() < deadline and values[-1] != 0:
+            time.sleep(0.1)
+            values.append(total())
+        assert values[0] >= 1
+        assert values[-1] == 0
+
+
+def test_http_500_rate(tmp_path: Path):
+    with running_sim([*SMALL, "--sim-fault", "http-500:1.0"], tmp_path) as sim:
+        reply = httpx.post(f"{sim.url}/generate", json={"input_ids": [1]})
+        assert reply.status_code == 500
+        assert reply.json()["type"] == "InternalServerError"
+        chat = httpx.post(
+            f"{sim.url}/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}]}
+        )
+        assert chat.status_code == 500
+        assert httpx.get(f"{sim.url}/metrics").status_code == 200
+    with running_sim([*SMALL, "--sim-fault", "http-500:0.5", "--sim-seed", "3"], tmp_path) as sim:
+        codes = [
+            httpx.post(
+                f"{sim.url}/generate",
+                json={"input_ids": [1], "sampling_params": {"max_new_tokens": 1}},
+            ).status_code
+            for _ in range(40)
+        ]
+        assert 5 < codes.count(500) < 35
+        assert codes.count(200) == 40 - codes.count(500)
+
+
+def test_port_in_use_fails_after_loading(tmp_path: Path):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        sim = start_sim(SMALL, tmp_path=tmp_path, port=port, speed=20)
+        try:
+            assert _wait_exit(sim) == 1
+        finally:
+            stop_sim(sim)
+    log = sim.log()
+    assert "Load weight end." in log  # the whole load was spent first, as with SGLang
+    assert "[Errno 98] error while attempting to bind on address" in log
+    assert "address already in use" in log
+
+
+def _group_members(pgid: int) -> list[int]:
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(entry.name))
+    return members
+
+
+def test_children_die_with_the_leader(tmp_path: Path):
+    sim = start_sim([*SMALL, "--tp-size", "2"], tmp_path=tmp_path)
+    try:
+        wait_ready(sim)
+        assert len(_group_members(sim.proc.pid)) == 4  # leader, 2 schedulers, detokenizer
+        os.kill(sim.proc.pid, signal.SIGKILL)
+        sim.proc.wait()
+        deadline = time.monotonic() + 5
+        while _group_members(sim.proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _group_members(sim.proc.pid) == []
+    finally:
+        stop_sim(sim)
+
+
+def test_orphans_survive_the_leader(tmp_path: Path):
+    sim = start_sim([*SMALL, "--tp-size", "2", "--sim-fault", "orphans"], tmp_path=tmp_path)
+    try:
+        wait_ready(sim)
+        os.kill(sim.proc.pid, signal.SIGKILL)
+        sim.proc.wait()
+        time.sleep(0.3)
+        assert len(_group_members(sim.proc.pid)) == 3
+    finally:
+        os.killpg(sim.proc.pid, signal.SIGKILL)
+
+
+def test_sigterm_during_load_kills_at_once(tmp_path: Path):
+    sim = start_sim(SMALL, tmp_path=tmp_path, speed=1)
+    try:
+        time.sleep(0.5)
+        os.kill(sim.proc.pid, signal.SIGTERM)
+        assert _wait_exit(sim, 5) == -signal.SIGTERM
+    finally:
+        stop_sim(sim)
+
+
+def test_sigterm_after_ready_drains_running_requests(tmp_path: Path):
+    with (
+        running_sim(QWEN, tmp_path, speed=10) as sim,
+        httpx.stream(
+            "POST",
+            f"{sim.url}/generate",
+            timeout=30,
+            json={
+                "input_ids": [1] * 8,
+                "stream": True,
+                "sampling_params": {"max_new_tokens": 60, "ignore_eos": True},
+            },
+        ) as response,
+    ):
+        lines = response.iter_lines()
+        next(line for line in lines if line.startswith("data: {"))
+        os.kill(sim.proc.pid, signal.SIGTERM)
+        time.sleep(0.05)
+        assert httpx.get(f"{sim.url}/ready", timeout=2).status_code == 503
+        rest = [json.loads(line[6:]) for line in lines if line.startswith("data: {")]
+        assert rest[-1]["meta_info"]["completion_tokens"] == 60
+        assert _wait_exit(sim) == 0
+    assert "Gracefully exiting" in sim.log()

@@ -1,0 +1,109 @@
+"""The simulator's argument handling and performance model (no processes)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from console.sim.catalog import lookup
+from console.sim.options import OptionsError, parse
+from console.sim.perf import decoding, draw_commit, scale_to_tp, step_time
+
+BASE = ["--model-path", "Qwen/Qwen3.6-27B", "--served-model-name", "qwen3.6-27b"]
+
+
+def test_sglang_flags_modeled_unmodeled_and_unknown():
+    options = parse(
+        [
+            *BASE,
+            "--tp",
+            "4",
+            "--trust-remote-code",
+            "--mem-fraction-static",
+            "0.85",
+            "--speculative-ddtree-budget",
+            "15",
+            "--numa-node",
+            "0",
+            "0",
+            "1",
+            "1",
+            "--made-up-flag",
+            "x",
+        ],
+        environ={},
+    )
+    assert options.get("tp_size") == 4  # argparse-style abbreviation
+    assert options.get("numa_node") == [0, 0, 1, 1]
+    assert options.get("speculative_ddtree_budget") == 15
+    assert options.unmodeled == ("--trust-remote-code",)
+    assert options.unknown == ("--speculative-ddtree-budget", "--made-up-flag")
+
+
+def test_sim_flags_from_env_and_argv():
+    env = {
+        "DDCONSOLE_SIM_SPEED": "7",
+        "DDCONSOLE_SIM_SEED": "3",
+        "DDCONSOLE_SIM_FAULT": "hang:2,http-500:0.25",
+    }
+    options = parse(BASE, environ=env)
+    assert options.speed == 7.0
+    assert options.seed == 3
+    hang = options.fault("hang")
+    assert hang is not None
+    assert hang.number(1.0) == 2.0
+    assert options.fault("http-500").number(0) == 0.25  # type: ignore[union-attr]
+    overridden = parse([*BASE, "--sim-speed", "0", "--sim-fault", "bad-metrics"], environ=env)
+    assert overridden.speed == 0
+    assert [f.kind for f in overridden.faults] == ["bad-metrics"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--served-model-name", "x"], "--model-path"),
+        ([*BASE, "--tp-size", "two"], "invalid int value: 'two'"),
+        ([*BASE, "--sim-speed", "-1"], "must be >= 0"),
+        ([*BASE, "--sim-fault", "meteor"], "unknown fault 'meteor'"),
+    ],
+)
+def test_bad_arguments(argv: list[str], message: str):
+    with pytest.raises(OptionsError, match=message):
+        parse(argv, environ={})
+
+
+def test_catalog_lookup_by_served_name_or_path():
+    assert lookup("qwen3.6-27b", "/models/whatever").key == "qwen3-6-27b"
+    assert lookup(None, "moonshotai/Kimi-K2.6").key == "kimi-k2-6"
+    unknown = lookup(None, "org/some-model")
+    assert unknown.generic
+
+
+def test_tp_scaling_and_numa_crossing():
+    qwen = lookup("qwen3.6-27b", "")
+    tp1 = scale_to_tp(qwen, 0.03745, 1, False)
+    tp4 = scale_to_tp(qwen, 0.03745, 4, False)
+    tp8_cross = scale_to_tp(qwen, 0.03745, 8, True)
+    assert tp1 == pytest.approx(0.03745)
+    assert tp4 < tp1
+    assert tp8_cross > scale_to_tp(qwen, 0.03745, 8, False)
+
+
+def test_draws_average_to_the_calibrated_acceptance():
+    qwen = lookup("qwen3.6-27b", "")
+    decode = decoding(
+        qwen,
+        tp=1,
+        crosses_numa=False,
+        algorithm="DDTREE",
+        num_draft_tokens=None,
+        num_steps=None,
+        ddtree_budget=32,
+    )
+    rng = random.Random(1)
+    draws = [draw_commit(rng, decode)[0] for _ in range(20000)]
+    assert sum(draws) / len(draws) == pytest.approx(5.0, rel=0.02)
+    assert max(draws) <= decode.max_commit
+    assert step_time(decode, 1) == pytest.approx(0.080)
+    assert step_time(decode, 8) > step_time(decode, 1)
