@@ -19,9 +19,33 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         "--layout", "-l", metavar="L", help="layout name (default: the only one, if there is one)"
     )
     parser.add_argument("--variant", "-v", metavar="V", help="variant name (default: off)")
-    parser.add_argument("--port", type=int, metavar="P", help="override the profile's port")
+    add_placement_flags(parser)
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.set_defaults(handler=_plan)
+
+
+def add_placement_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--port", type=int, metavar="P", help="override the profile's port")
+    parser.add_argument(
+        "--gpus",
+        metavar="IDS",
+        type=_gpu_list,
+        help="place the layout on these GPUs instead, e.g. 4,5,6,7",
+    )
+
+
+def _gpu_list(text: str) -> tuple[int, ...]:
+    from console.core.units import parse_index_set
+
+    try:
+        ordered = [int(part) for part in text.split(",") if part.strip() and "-" not in part]
+        if "-" in text:
+            ordered = list(parse_index_set(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a GPU list: {text!r} (e.g. 4,5,6,7)") from None
+    if not ordered:
+        raise argparse.ArgumentTypeError("empty GPU list")
+    return tuple(ordered)
 
 
 def choose_layout_variant(loaded: Any, layout: str | None, variant: str | None) -> tuple[str, str]:
@@ -45,14 +69,19 @@ def choose_layout_variant(loaded: Any, layout: str | None, variant: str | None) 
 
 
 def make_plan(
-    services: Any, profile: str, layout: str | None, variant: str | None, port: int | None
+    services: Any,
+    profile: str,
+    layout: str | None,
+    variant: str | None,
+    port: int | None,
+    gpus: tuple[int, ...] | None = None,
 ) -> Any:
     from console.profiles.command import build_command
     from console.topology.placement import resolve
 
     loaded = services.catalog.get(profile)
     layout, variant = choose_layout_variant(loaded, layout, variant)
-    command = build_command(loaded, layout, variant, port=port, demo=services.demo)
+    command = build_command(loaded, layout, variant, port=port, demo=services.demo, gpus=gpus)
     return resolve(command, services.topology())
 
 
@@ -60,7 +89,7 @@ def _plan(args: argparse.Namespace) -> int:
     from console.cli.services import Services
 
     services = Services.create(demo=bool(getattr(args, "demo", False)))
-    plan = make_plan(services, args.profile, args.layout, args.variant, args.port)
+    plan = make_plan(services, args.profile, args.layout, args.variant, args.port, args.gpus)
     if args.json:
         print_json(plan.to_json())
         return 0

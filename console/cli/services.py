@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from console.core.paths import StatePaths
 from console.hw.backend import GpuBackend
@@ -12,6 +13,9 @@ from console.hw.simulated import SimulatedGpuBackend
 from console.profiles.loader import ProfileCatalog
 from console.topology.discover import discover
 from console.topology.model import Topology
+
+if TYPE_CHECKING:
+    from console.server.manager import ServerManager
 
 
 @dataclass
@@ -36,6 +40,12 @@ class Services:
             else:
                 self._backend = NvmlBackend()
         return self._backend
+
+    def manager(self) -> ServerManager:
+        from console.server.manager import ServerManager
+
+        self.state.ensure()
+        return ServerManager(self.state, self.gpu_backend, demo=self.demo)
 
     def topology(self) -> Topology:
         if self._topology is None:

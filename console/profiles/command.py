@@ -47,6 +47,8 @@ class CommandSpec:
     variant_name: str
     layout: Layout
     variant: Variant
+    gpus_key: str
+    """Where the GPU list came from, for messages (`layouts.NAME.gpus` or `--gpus`)."""
     install: SglangInstall
     argv: tuple[str, ...]
     env: dict[str, str]
@@ -111,8 +113,21 @@ def build_command(
     *,
     port: int | None = None,
     demo: bool = False,
+    gpus: tuple[int, ...] | None = None,
 ) -> CommandSpec:
+    """The command for one plan; `gpus` places the layout on other GPUs (same count)."""
     layout, variant = select(loaded, layout_name, variant_name)
+    gpus_key = f"layouts.{layout_name}.gpus"
+    if gpus is not None:
+        if len(gpus) != len(layout.gpus):
+            raise UsageError(
+                f"--gpus lists {len(gpus)} GPUs but layout {layout_name!r} needs "
+                f"{len(layout.gpus)} (tp {layout.tp} x dp {layout.dp})"
+            )
+        if len(set(gpus)) != len(gpus) or any(g < 0 for g in gpus):
+            raise UsageError(f"--gpus {','.join(map(str, gpus))}: each GPU id once, none negative")
+        layout = layout.model_copy(update={"gpus": tuple(gpus)})
+        gpus_key = "--gpus"
     profile = loaded.profile
     install = variant.sglang or profile.sglang
     chosen_port = profile.server.port if port is None else port
@@ -187,6 +202,7 @@ def build_command(
         variant_name=variant_name,
         layout=layout,
         variant=variant,
+        gpus_key=gpus_key,
         install=install,
         argv=(*entry_argv(install, demo), *args),
         env=env,

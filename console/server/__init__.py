@@ -1,1 +1,1 @@
-"""server layer."""
+"""Server lifecycle: launch plans detached, follow them to ready, stop them, reattach."""

@@ -141,14 +141,16 @@ def resolve(
 ) -> Plan:
     """Place `command` on `topology`; a GPU the host lacks is a PlacementError naming the key."""
     layout = command.layout
-    key = f"layouts.{command.layout_name}.gpus"
     for position, gpu in enumerate(layout.gpus):
         if topology.gpu(gpu) is None:
             present = format_index_set(list(topology.gpu_indices))
             why = topology.gpu_status or f"GPUs on this host: {present}"
-            raise PlacementError(
-                f"{command.profile.path}: {key}[{position}]: GPU {gpu} is not on this host ({why})"
+            where = (
+                f"{command.profile.path}: {command.gpus_key}[{position}]"
+                if command.gpus_key != "--gpus"
+                else "--gpus"
             )
+            raise PlacementError(f"{where}: GPU {gpu} is not on this host ({why})")
     warnings = [PlanWarning(w.code, w.message) for w in command.warnings]
     binding: dict[int, int | None] = {}
     for gpu in layout.gpus:

@@ -1,0 +1,346 @@
+"""`ddconsole up|ps|down|restart|logs|switch`: the server lifecycle verbs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from console.cli.cmd_plan import add_placement_flags
+from console.cli.render import print_json, table
+
+
+def register(verbs: Any, common: argparse.ArgumentParser) -> None:
+    up = verbs.add_parser("up", parents=[common], help="launch a server from a profile plan")
+    up.add_argument("profile", metavar="PROFILE")
+    up.add_argument("--layout", "-l", metavar="L")
+    up.add_argument("--variant", "-v", metavar="V")
+    add_placement_flags(up)
+    up.add_argument("--no-wait", action="store_true", help="return once the process runs")
+    up.add_argument("--timeout", type=float, metavar="S", help="give up waiting after S s")
+    up.add_argument("--json", action="store_true")
+    up.set_defaults(handler=_up)
+
+    ps = verbs.add_parser("ps", parents=[common], help="managed servers and their state")
+    ps.add_argument("--json", action="store_true")
+    ps.set_defaults(handler=_ps)
+
+    down = verbs.add_parser("down", parents=[common], help="stop servers (or forget ended ones)")
+    down.add_argument("ids", nargs="*", metavar="ID")
+    down.add_argument("--all", action="store_true", help="every managed server")
+    down.add_argument(
+        "--grace",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds between SIGTERM and SIGKILL (default 30, SGLang drains)",
+    )
+    down.add_argument("--json", action="store_true")
+    down.set_defaults(handler=_down)
+
+    restart = verbs.add_parser("restart", parents=[common], help="stop and relaunch a server")
+    restart.add_argument("id", metavar="ID")
+    restart.add_argument("--grace", type=float, default=30.0, metavar="S")
+    restart.add_argument("--timeout", type=float, metavar="S")
+    restart.add_argument("--json", action="store_true")
+    restart.set_defaults(handler=_restart)
+
+    logs = verbs.add_parser("logs", parents=[common], help="a server's log")
+    logs.add_argument("id", metavar="ID")
+    logs.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
+    logs.add_argument("-n", "--lines", type=int, default=50, metavar="N")
+    logs.set_defaults(handler=_logs)
+
+    switch = verbs.add_parser(
+        "switch",
+        parents=[common],
+        help="stop the servers on the GPUs a plan needs, then launch it and wait for ready",
+    )
+    switch.add_argument("profile", metavar="PROFILE")
+    switch.add_argument("--layout", "-l", metavar="L")
+    switch.add_argument("--variant", "-v", metavar="V")
+    add_placement_flags(switch)
+    switch.add_argument("--yes", "-y", action="store_true", help="do not ask before stopping")
+    switch.add_argument("--grace", type=float, default=30.0, metavar="S")
+    switch.add_argument("--timeout", type=float, metavar="S")
+    switch.add_argument("--json", action="store_true")
+    switch.set_defaults(handler=_switch)
+
+
+def _services(args: argparse.Namespace) -> Any:
+    from console.cli.services import Services
+
+    return Services.create(demo=bool(getattr(args, "demo", False)))
+
+
+def _say(args: argparse.Namespace, text: str) -> None:
+    """Progress goes to stderr when stdout carries JSON."""
+    stream = sys.stderr if getattr(args, "json", False) else sys.stdout
+    print(text, file=stream, flush=True)
+
+
+def _launch_and_wait(
+    args: argparse.Namespace, services: Any, plan: Any, server_id: str | None = None
+) -> int:
+    manager = services.manager()
+    for warning in plan.warnings:
+        _say(args, f"  ! {warning.message}")
+    record = manager.launch(plan, interpreter=_interpreter(services, plan), server_id=server_id)
+    for note in record.notes:
+        _say(args, f"  ! {note}")
+    spawn = manager.records.spawn(record.id)
+    pid = spawn.pid if spawn else "?"
+    demo = "  [demo]" if plan.demo else ""
+    _say(
+        args,
+        f"{record.id}: pid {pid}, port {plan.port}, GPUs "
+        f"{','.join(map(str, plan.gpus))}, log {record.log_path}{demo}",
+    )
+    if getattr(args, "no_wait", False):
+        status = manager.status(record.id, probe=False)
+    else:
+        status = manager.wait(
+            record.id,
+            timeout=args.timeout,
+            on_event=lambda elapsed, label: _say(args, f"  {elapsed:6.1f}s  {label}"),
+        )
+    if args.json:
+        print_json(status.to_json())
+    if status.state.value == "ready":
+        _say(args, f"ready: {record.url}")
+        return 0
+    if status.state.terminal:
+        _say(args, f"FAILED: {status.reason}")
+        for line in status.failure.excerpt if status.failure else ():
+            _say(args, f"  | {line}")
+        _say(args, f"  (full log: ddconsole logs {record.id}{' --demo' if plan.demo else ''})")
+        return 1
+    if getattr(args, "no_wait", False):
+        return 0
+    _say(
+        args,
+        f"not ready after {args.timeout:.0f} s (state {status.state.value}); it keeps "
+        f"starting in the background: `ddconsole down {record.id}` stops it",
+    )
+    return 1
+
+
+def _interpreter(services: Any, plan: Any) -> str | None:
+    if plan.demo:
+        return None
+    return plan.argv[0] if plan.argv and plan.argv[1:2] == ("-m",) else None
+
+
+def _up(args: argparse.Namespace) -> int:
+    from console.cli.cmd_plan import make_plan
+
+    services = _services(args)
+    plan = make_plan(services, args.profile, args.layout, args.variant, args.port, args.gpus)
+    _say(args, f"up {plan.profile} / {plan.layout} / {plan.variant}")
+    return _launch_and_wait(args, services, plan)
+
+
+def _ps(args: argparse.Namespace) -> int:
+    services = _services(args)
+    manager = services.manager()
+    statuses, problems = manager.statuses()
+    if args.json:
+        print_json([s.to_json() for s in statuses])
+        for problem in problems:
+            print(f"ddconsole: warning: {problem}", file=sys.stderr)
+        return 0
+    if not statuses and not problems:
+        print("no managed servers" + (" (demo)" if services.demo else ""))
+        return 0
+    from console.core.units import format_duration
+
+    rows = []
+    for status in statuses:
+        plan = status.record.plan
+        rows.append(
+            [
+                status.id,
+                plan.profile,
+                plan.layout,
+                plan.variant,
+                status.state.value,
+                status.pid or "-",
+                plan.port,
+                ",".join(map(str, plan.gpus)),
+                format_duration(status.uptime_s),
+                status.reason
+                or ("" if status.state.value == "ready" else status.phase_label or ""),
+            ]
+        )
+    if rows:
+        print(
+            table(
+                [
+                    "ID",
+                    "PROFILE",
+                    "LAYOUT",
+                    "VARIANT",
+                    "STATE",
+                    "PID",
+                    "PORT",
+                    "GPUS",
+                    "UPTIME",
+                    "REASON",
+                ],
+                rows,
+            )
+        )
+    for problem in problems:
+        print(f"! {problem}")
+    return 0
+
+
+def _targets(args: argparse.Namespace, manager: Any) -> list[str]:
+    from console.core.errors import UsageError
+
+    if args.all:
+        return list(manager.records.ids())
+    if not args.ids:
+        raise UsageError("name the servers to stop (see `ddconsole ps`), or use --all")
+    return [manager.resolve_id(text) for text in args.ids]
+
+
+def _down(args: argparse.Namespace) -> int:
+    from console.core.errors import StateError
+
+    services = _services(args)
+    manager = services.manager()
+    results = []
+    code = 0
+    for server_id in _targets(args, manager):
+        try:
+            status = manager.status(server_id, probe=False)
+        except StateError as exc:
+            # An unreadable record: stop whatever still carries its marker, then drop it.
+            report = manager.stop_unreadable(server_id)
+            _say(args, f"{server_id}: {exc.message}; {report}")
+            results.append({"id": server_id, "result": "removed unreadable state file"})
+            continue
+        if status.state.terminal:
+            if status.orphans:
+                # Orphaned schedulers of a dead leader: remove them before forgetting it.
+                _say(args, manager.stop(server_id, grace=0).summary())
+            manager.forget(server_id)
+            _say(
+                args,
+                f"forgot {server_id} ({status.state.value}"
+                f"{': ' + status.reason if status.reason else ''})",
+            )
+            results.append({"id": server_id, "result": "forgotten", "state": status.state.value})
+            continue
+        report = manager.stop(
+            server_id,
+            grace=args.grace,
+            on_event=lambda elapsed, text, sid=server_id: _say(
+                args, f"  {sid} {elapsed:5.1f}s {text}"
+            ),
+        )
+        _say(args, report.summary())
+        if report.port_free is False or report.notes:
+            code = 1
+        results.append(
+            {
+                "id": server_id,
+                "result": "stopped",
+                "sigterm": report.sent_sigterm,
+                "sigkill": report.escalated,
+                "seconds": report.seconds,
+                "port_free": report.port_free,
+                "gpus_released": report.gpus_released,
+                "notes": report.notes,
+            }
+        )
+    if args.json:
+        print_json(results)
+    return code
+
+
+def _restart(args: argparse.Namespace) -> int:
+    services = _services(args)
+    manager = services.manager()
+    server_id = manager.resolve_id(args.id)
+    record = manager.records.load(server_id)
+    status = manager.status(server_id, probe=False)
+    if not status.state.terminal:
+        _say(args, manager.stop(server_id, grace=args.grace, reason="restart").summary())
+    return _launch_and_wait(args, services, record.plan, server_id=server_id)
+
+
+def _switch(args: argparse.Namespace) -> int:
+    from console.cli.cmd_plan import make_plan
+    from console.core.errors import UsageError
+
+    services = _services(args)
+    manager = services.manager()
+    plan = make_plan(services, args.profile, args.layout, args.variant, args.port, args.gpus)
+    in_the_way = manager.conflicts(plan)
+    _say(
+        args,
+        f"switch to {plan.profile} / {plan.layout} / {plan.variant} (GPUs "
+        f"{','.join(map(str, plan.gpus))}, port {plan.port})",
+    )
+    if in_the_way:
+        names = ", ".join(
+            f"{s.id} ({s.state.value}, GPUs {','.join(map(str, s.record.plan.gpus))})"
+            for s in in_the_way
+        )
+        if not args.yes:
+            if not sys.stdin.isatty():
+                raise UsageError(f"switching stops {names}; confirm with --yes")
+            answer = input(f"stop {names}? [y/N] ").strip().lower()
+            if answer not in ("y", "yes"):
+                _say(args, "nothing changed")
+                return 1
+        for status in in_the_way:
+            started = time.monotonic()
+            _say(args, f"stopping {status.id}")
+            report = manager.stop(status.id, grace=args.grace, reason=f"switched to {plan.profile}")
+            _say(args, f"  {report.summary()} [{time.monotonic() - started:.1f}s]")
+            if report.port_free is False or report.gpus_released is False:
+                _say(args, "the old server's port or GPUs are still held; not launching")
+                return 1
+    else:
+        _say(args, "no managed server holds those GPUs")
+    return _launch_and_wait(args, services, plan)
+
+
+def _logs(args: argparse.Namespace) -> int:
+    from console.server.milestones import LogFollower, tail_lines
+
+    services = _services(args)
+    manager = services.manager()
+    server_id = manager.resolve_id(args.id)
+    status = manager.status(server_id, probe=False)
+    if status.state.value == "failed":
+        print(f"== {server_id} failed: {status.reason}")
+        for line in status.failure.excerpt if status.failure else ():
+            print(f"== | {line}")
+        print("==")
+    for line in tail_lines(status.record.log_path, args.lines):
+        print(line)
+    if not args.follow:
+        return 0
+    follower = LogFollower(status.record.log_path)
+    follower.read_new_lines()
+    try:
+        while True:
+            for line in follower.read_new_lines():
+                print(line, flush=True)
+            current = manager.status(server_id, probe=False)
+            if current.state.terminal:
+                for line in follower.read_new_lines():
+                    print(line, flush=True)
+                print(
+                    f"== {server_id} {current.state.value}"
+                    f"{': ' + current.reason if current.reason else ''}"
+                )
+                return 0
+            time.sleep(0.25)
+    except KeyboardInterrupt:
+        return 0

@@ -1,0 +1,434 @@
+"""Launch, follow, stop and forget managed servers; any console process can do it."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+
+import httpx
+
+from console.core.errors import ConsoleError, StateError, UsageError
+from console.core.net import port_is_free
+from console.core.paths import StatePaths
+from console.hw.backend import GpuBackend, GpuDeviceError, GpuUnavailable
+from console.hw.procs import is_running, marked_processes, send_signal
+from console.hw.simload import SIM_GPU_DIR_ENV
+from console.server.lock import launch_lock
+from console.server.milestones import LogFollower, milestone
+from console.server.preflight import PreflightResult, preflight
+from console.server.records import Records, ServerRecord
+from console.server.status import Probe, ServerState, ServerStatus, derive
+from console.topology.placement import Plan
+
+MARKER_ENV = "DDCONSOLE_SERVER"
+DEFAULT_GRACE_S = 30.0
+POLL_S = 0.1
+
+
+class LaunchRefused(UsageError):
+    """Preflight found a conflict; nothing was started."""
+
+    def __init__(self, result: PreflightResult) -> None:
+        lines = "\n  ".join(result.refusals)
+        super().__init__(f"refused before launching:\n  {lines}")
+        self.result = result
+
+
+@dataclass
+class StopReport:
+    id: str
+    sent_sigterm: bool = False
+    escalated: bool = False
+    killed_pids: list[int] = field(default_factory=list)
+    seconds: float = 0.0
+    port_free: bool | None = None
+    gpus_released: bool | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        how = "SIGTERM" if self.sent_sigterm else "already exited"
+        if self.escalated:
+            how += ", then SIGKILL to its processes"
+        parts = [f"stopped {self.id} ({how}, {self.seconds:.1f} s)"]
+        if self.port_free is not None:
+            parts.append("port free" if self.port_free else "port STILL IN USE")
+        if self.gpus_released is not None:
+            parts.append(
+                "GPU memory released" if self.gpus_released else "GPU memory NOT released yet"
+            )
+        return "; ".join(parts) + "".join(f"\n  {note}" for note in self.notes)
+
+
+Event = Callable[[float, str], None]
+
+
+def _ignore(elapsed: float, text: str) -> None:
+    return None
+
+
+class ServerManager:
+    """The headless service behind `up`, `ps`, `down`, `switch`, `logs` and the TUI."""
+
+    def __init__(
+        self,
+        paths: StatePaths,
+        gpu_backend: GpuBackend,
+        *,
+        demo: bool,
+        environ: Mapping[str, str] | None = None,
+        probe_timeout: float = 0.5,
+    ) -> None:
+        self.paths = paths
+        self.records = Records(paths)
+        self.gpu_backend = gpu_backend
+        self.demo = demo
+        self.environ = dict(os.environ if environ is None else environ)
+        self.probe_timeout = probe_timeout
+        self._http: httpx.Client | None = None
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+    def close(self) -> None:
+        if self._http is not None:
+            self._http.close()
+            self._http = None
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+            self._pool = None
+
+    @property
+    def http(self) -> httpx.Client:
+        """One client for every probe: building one per request costs milliseconds of CPU."""
+        if self._http is None:
+            self._http = httpx.Client(timeout=self.probe_timeout, trust_env=False)
+        return self._http
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def marker(self, server_id: str) -> str:
+        return f"{self.paths.root}:{server_id}"
+
+    def load_records(self) -> tuple[list[ServerRecord], list[str]]:
+        """All readable records, plus one line per file that cannot be read."""
+        records, problems = [], []
+        for server_id in self.records.ids():
+            try:
+                records.append(self.records.load(server_id))
+            except StateError as exc:
+                problems.append(str(exc))
+        return records, problems
+
+    def probe(self, record: ServerRecord) -> Probe:
+        try:
+            response = self.http.get(f"{record.url}/ready")
+        except httpx.ConnectError:
+            return Probe.REFUSED
+        except httpx.TimeoutException:
+            return Probe.TIMEOUT
+        except httpx.HTTPError:
+            return Probe.REFUSED
+        return Probe.READY if response.status_code == 200 else Probe.NOT_READY
+
+    def statuses(
+        self, *, probe: bool = True, orphan_scan: bool = True
+    ) -> tuple[list[ServerStatus], list[str]]:
+        records, problems = self.load_records()
+        records = [r for r in records if not r.forgotten]
+
+        def one(record: ServerRecord) -> ServerStatus:
+            return self._status_of(record, probe, orphan_scan)
+
+        if len(records) > 1 and probe:
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(8, "ddconsole-probe")
+            result = list(self._pool.map(one, records))
+        else:
+            result = [one(r) for r in records]
+        return sorted(result, key=lambda s: s.record.launched_wall), problems
+
+    def status(self, server_id: str, *, probe: bool = True) -> ServerStatus:
+        return self._status_of(self.records.load(server_id), probe)
+
+    def _status_of(
+        self, record: ServerRecord, probe: bool, orphan_scan: bool = True
+    ) -> ServerStatus:
+        spawn = self.records.spawn(record.id)
+        alive = (
+            spawn is not None
+            and self.records.exit(record.id) is None
+            and is_running(spawn.pid, spawn.start_ticks)
+        )
+        status = derive(
+            record, self.records, self.probe(record) if probe and alive else Probe.SKIPPED
+        )
+        if status.state is ServerState.READY and not record.ever_ready:
+            record.ever_ready = True
+            self._save_quietly(record)
+        if status.state.terminal and orphan_scan:
+            waiter = spawn.waiter_pid if spawn else None
+            orphans = tuple(
+                p.pid
+                for p in marked_processes(MARKER_ENV, self.marker(record.id))
+                if p.pid != waiter
+            )
+            if orphans:
+                reason = (
+                    f"{status.reason or status.state.value}; {len(orphans)} of its "
+                    "processes still running"
+                )
+                status = replace(status, orphans=orphans, reason=reason)
+        return status
+
+    def resolve_id(self, text: str) -> str:
+        """An exact id, or a unique prefix of one."""
+        ids = self.records.ids()
+        if text in ids:
+            return text
+        matches = [i for i in ids if i.startswith(text)]
+        if len(matches) == 1:
+            return matches[0]
+        if not ids:
+            raise UsageError(f"no server {text!r}: no managed servers")
+        hint = "ambiguous" if matches else "unknown"
+        raise UsageError(f"{hint} server {text!r}; servers: {', '.join(ids)}")
+
+    def managed_pids(self) -> set[int]:
+        pids: set[int] = set()
+        for server_id in self.records.ids():
+            pids |= {p.pid for p in marked_processes(MARKER_ENV, self.marker(server_id))}
+        return pids
+
+    def _save_quietly(self, record: ServerRecord) -> None:
+        try:
+            self.records.save(record)
+        except OSError:
+            pass
+
+    # -- launching -------------------------------------------------------------------------
+
+    def _new_id(self, plan: Plan) -> str:
+        base = re.sub(r"[^A-Za-z0-9._-]", "-", f"{plan.profile}-{plan.layout}")
+        taken = set(self.records.ids())
+        number = 1
+        while f"{base}-{number}" in taken:
+            number += 1
+        return f"{base}-{number}"
+
+    def _launch_env(self, plan: Plan, server_id: str) -> dict[str, str]:
+        env = dict(self.environ)
+        env.update(plan.env)
+        env[MARKER_ENV] = self.marker(server_id)
+        env["PYTHONUNBUFFERED"] = "1"
+        if self.demo:
+            env[SIM_GPU_DIR_ENV] = str(self.paths.sim_gpu)
+            env.setdefault("DDCONSOLE_SIM_SPEED", self.environ.get("DDCONSOLE_SIM_SPEED", "1"))
+        return env
+
+    def launch(
+        self, plan: Plan, *, interpreter: str | None = None, server_id: str | None = None
+    ) -> ServerRecord:
+        """Preflight and start `plan` detached; returns once the process exists."""
+        self.paths.ensure()
+        with launch_lock(self.paths.locks / "launch.lock"):
+            statuses, _ = self.statuses(probe=False)
+            active = [s for s in statuses if not s.state.terminal and s.id != server_id]
+            check = preflight(
+                plan,
+                active,
+                self.gpu_backend,
+                managed_pids=self.managed_pids(),
+                interpreter=None if self.demo else interpreter,
+            )
+            if not check.ok:
+                raise LaunchRefused(check)
+            server_id = server_id or self._new_id(plan)
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            log_path = self.paths.logs / f"{server_id}.{stamp}.log"
+            record = ServerRecord(
+                id=server_id,
+                plan=plan,
+                log_path=str(log_path),
+                launched_wall=time.time(),
+                launched_by_pid=os.getpid(),
+                notes=check.warnings,
+            )
+            self.records.remove(server_id)
+            self.records.save(record)
+            argv = plan.launch_argv(self.environ)
+            with log_path.open("ab") as log:
+                log.write(f"ddconsole: launching {server_id}: {plan.command_line}\n".encode())
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "console.server.waiter",
+                    str(self.paths.servers),
+                    server_id,
+                    str(log_path),
+                    "--",
+                    *argv,
+                ],
+                env=self._launch_env(plan, server_id),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                close_fds=True,
+            )
+            deadline = time.monotonic() + 10
+            while self.records.spawn(server_id) is None and self.records.exit(server_id) is None:
+                if time.monotonic() > deadline:
+                    raise ConsoleError(f"{server_id}: the server process did not start in 10 s")
+                time.sleep(0.02)
+        return record
+
+    def wait(
+        self, server_id: str, *, timeout: float | None = None, on_event: Event = _ignore
+    ) -> ServerStatus:
+        """Follow a starting server until ready or dead; report milestones as they appear."""
+        record = self.records.load(server_id)
+        follower = LogFollower(record.log_path)
+        start = time.monotonic()
+        seen: set[str] = set()
+        next_probe = 0.0
+        while True:
+            elapsed = time.monotonic() - start
+            for line in follower.read_new_lines():
+                found = milestone(line)
+                if found and found.label not in seen:
+                    seen.add(found.label)
+                    on_event(elapsed, found.label)
+            status = self.status(server_id, probe=False)
+            if status.state.terminal:
+                return status
+            if status.state is ServerState.READY:
+                return self.status(server_id, probe=True)
+            if status.state is ServerState.WARMING and elapsed >= next_probe:
+                next_probe = elapsed + 0.2
+                if self.probe(record) is Probe.READY:
+                    return self.status(server_id, probe=True)
+            if timeout is not None and elapsed > timeout:
+                return status
+            time.sleep(POLL_S)
+
+    # -- stopping --------------------------------------------------------------------------
+
+    def stop(
+        self,
+        server_id: str,
+        *,
+        grace: float = DEFAULT_GRACE_S,
+        reason: str = "stopped by the user",
+        on_event: Event = _ignore,
+    ) -> StopReport:
+        """SIGTERM the leader, wait `grace`, SIGKILL everything of its session, verify."""
+        start = time.monotonic()
+        report = StopReport(server_id)
+        record = self.records.load(server_id)
+        if record.stop_requested_wall is None:
+            record.stop_requested_wall = time.time()
+            record.stop_reason = reason
+            self.records.save(record)
+        spawn = self.records.spawn(server_id)
+        if spawn is not None and send_signal(spawn.pid, signal.SIGTERM, spawn.start_ticks):
+            report.sent_sigterm = True
+            on_event(time.monotonic() - start, f"SIGTERM to pid {spawn.pid}")
+            deadline = time.monotonic() + grace
+            while is_running(spawn.pid, spawn.start_ticks) and time.monotonic() < deadline:
+                time.sleep(POLL_S)
+        marker = self.marker(server_id)
+        waiter = spawn.waiter_pid if spawn else None
+        leftovers = [p for p in marked_processes(MARKER_ENV, marker) if p.pid != waiter]
+        if leftovers:
+            report.escalated = True
+            on_event(
+                time.monotonic() - start,
+                f"SIGKILL to {len(leftovers)} process(es): "
+                + ", ".join(str(p.pid) for p in leftovers),
+            )
+            for proc in leftovers:
+                if send_signal(proc.pid, signal.SIGKILL, proc.start_ticks):
+                    report.killed_pids.append(proc.pid)
+        deadline = time.monotonic() + 10
+        while [
+            p for p in marked_processes(MARKER_ENV, marker) if p.pid != waiter
+        ] and time.monotonic() < deadline:
+            time.sleep(POLL_S)
+        remaining = [p.pid for p in marked_processes(MARKER_ENV, marker) if p.pid != waiter]
+        if remaining:
+            report.notes.append(f"processes still present: {remaining}")
+        # The waiter records the exit; give it a moment so the state reads "stopped".
+        deadline = time.monotonic() + 3
+        while (
+            spawn is not None
+            and self.records.exit(server_id) is None
+            and is_running(spawn.waiter_pid, None)
+            and time.monotonic() < deadline
+        ):
+            time.sleep(0.02)
+        report.port_free = self._wait_port_free(record.plan, 5.0)
+        report.gpus_released = self._wait_gpus_released(
+            record.plan, {p.pid for p in leftovers} | ({spawn.pid} if spawn else set()), 10.0
+        )
+        report.seconds = time.monotonic() - start
+        return report
+
+    def _wait_port_free(self, plan: Plan, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while not port_is_free(plan.port, plan.host):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(POLL_S)
+        return True
+
+    def _wait_gpus_released(self, plan: Plan, pids: set[int], timeout: float) -> bool | None:
+        try:
+            self.gpu_backend.open()
+        except GpuUnavailable:
+            return None
+        deadline = time.monotonic() + timeout
+        while True:
+            held = False
+            for gpu in plan.gpus:
+                try:
+                    procs = self.gpu_backend.compute_processes(gpu)
+                except GpuDeviceError:
+                    continue
+                if any(p.pid in pids for p in procs):
+                    held = True
+            if not held:
+                return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.2)
+
+    def stop_unreadable(self, server_id: str) -> str:
+        """For a record that cannot be read: kill what carries its marker, remove its files."""
+        spawn = self.records.spawn(server_id)
+        waiter = spawn.waiter_pid if spawn else None
+        killed = []
+        for proc in marked_processes(MARKER_ENV, self.marker(server_id)):
+            if proc.pid != waiter and send_signal(proc.pid, signal.SIGKILL, proc.start_ticks):
+                killed.append(proc.pid)
+        self.records.remove(server_id)
+        return f"killed {killed}; state files removed" if killed else "state files removed"
+
+    def forget(self, server_id: str) -> None:
+        """Drop the files of a server that is no longer running (its log stays)."""
+        self.records.remove(server_id)
+
+    def conflicts(self, plan: Plan) -> list[ServerStatus]:
+        """Active managed servers that hold the plan's GPUs or port."""
+        statuses, _ = self.statuses(probe=False)
+        return [
+            s
+            for s in statuses
+            if not s.state.terminal
+            and (set(s.record.plan.gpus) & set(plan.gpus) or s.record.plan.port == plan.port)
+        ]

@@ -1,0 +1,458 @@
+"""Launch, readiness, stop, conflicts, switch, failures and reattach, with real processes.
+
+Every server here is a simulator process launched by `ddconsole up --demo` exactly as a real
+SGLang would be (same argv, detached, its own session), at --sim-speed 20.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from console.core.net import free_port, port_is_free
+from console.core.paths import StatePaths
+from console.hw.procs import is_running, marked_processes
+from console.hw.simload import SimGpuLoad, SimPublication, publish
+from console.server.manager import MARKER_ENV
+from tests.conftest import REPO
+
+SPEED = "20"
+
+
+@pytest.fixture(autouse=True)
+def fast_sim(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DDCONSOLE_SIM_SPEED", SPEED)
+    monkeypatch.delenv("DDCONSOLE_SIM_FAULT", raising=False)
+
+
+def dd(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 60, check: bool = False
+) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, **(env or {})}
+    result = subprocess.run(
+        [sys.executable, "-m", "console", *args, "--demo"],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+        cwd=REPO,
+        check=False,
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(
+            f"ddconsole {' '.join(args)}: {result.returncode}\n{result.stdout}\n{result.stderr}"
+        )
+    return result
+
+
+def ps() -> list[dict]:
+    return json.loads(dd("ps", "--json", check=True).stdout)
+
+
+def marker_pids(server_id: str) -> list[int]:
+    """The server's processes (its waiter, which only records the exit, excluded)."""
+    paths = StatePaths.for_mode(True)
+    spawn_file = paths.servers / f"{server_id}.spawn.json"
+    waiter = json.loads(spawn_file.read_text())["waiter_pid"] if spawn_file.exists() else None
+    return [
+        p.pid for p in marked_processes(MARKER_ENV, f"{paths.root}:{server_id}") if p.pid != waiter
+    ]
+
+
+def up(profile: str, *args: str, env: dict[str, str] | None = None) -> dict:
+    result = dd("up", profile, *args, "--json", env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize(
+    ("profile", "layout"),
+    [
+        ("qwen3.6-27b", "tp1"),
+        ("qwen3.6-27b", "tp4"),
+        ("qwen3.6-27b", "tp8"),
+        ("kimi-k2.6", "tp8"),
+    ],
+)
+def test_up_ps_down_every_shipped_layout(profile: str, layout: str):
+    port = free_port()
+    status = up(profile, "--layout", layout, "--port", str(port))
+    assert status["state"] == "ready"
+    assert status["id"] == f"{profile}-{layout}-1"
+    listed = {s["id"]: s for s in ps()}
+    entry = listed[status["id"]]
+    for key in (
+        "id",
+        "profile",
+        "layout",
+        "variant",
+        "state",
+        "reason",
+        "pid",
+        "pgid",
+        "port",
+        "gpus",
+        "log_path",
+    ):
+        assert key in entry
+    assert entry["state"] == "ready"
+    assert entry["port"] == port
+    assert httpx.get(f"http://127.0.0.1:{port}/ready").status_code == 200
+    tp = 1 if layout == "tp1" else int(layout[2:])
+    pids = marker_pids(status["id"])
+    assert status["pid"] in pids
+    assert len(pids) == 1 + tp + 1  # leader, one scheduler per GPU, detokenizer
+    down = dd("down", status["id"], "--grace", "10", check=True)
+    assert f"stopped {status['id']}" in down.stdout
+    assert "port free" in down.stdout
+    assert marker_pids(status["id"]) == []
+    assert not is_running(status["pid"], None)
+    assert port_is_free(port)
+    assert {s["id"]: s for s in ps()}[status["id"]]["state"] == "stopped"
+
+
+def test_several_servers_on_disjoint_gpus():
+    first = up("qwen3.6-27b", "-l", "tp4", "--port", str(free_port()))
+    second = up("qwen3.6-27b", "-l", "tp4", "--gpus", "4,5,6,7", "--port", str(free_port()))
+    third = dd("up", "qwen3.6-27b", "-l", "tp1", "--gpus", "5", "--port", str(free_port()))
+    try:
+        assert first["gpus"] == [0, 1, 2, 3]
+        assert second["gpus"] == [4, 5, 6, 7]
+        assert second["numa_nodes"] == [1]
+        assert third.returncode == 2
+        assert f"GPU 5 is held by managed server {second['id']}" in third.stderr
+        states = {s["id"]: s["state"] for s in ps()}
+        assert states[first["id"]] == states[second["id"]] == "ready"
+    finally:
+        dd("down", "--all", "--grace", "5")
+
+
+def test_conflicts_refused_before_launching(tmp_path: Path):
+    held = up("qwen3.6-27b", "-l", "tp1", "--port", str(free_port()))
+    try:
+        same_gpu = dd("up", "kimi-k2.6", "--port", str(free_port()))
+        assert same_gpu.returncode == 2
+        assert f"GPU 0 is held by managed server {held['id']} (ready)" in same_gpu.stderr
+        same_port = dd("up", "qwen3.6-27b", "-l", "tp1", "--gpus", "4", "--port", str(held["port"]))
+        assert same_port.returncode == 2
+        assert f"port {held['port']} is promised to managed server {held['id']}" in same_port.stderr
+    finally:
+        dd("down", held["id"], "--grace", "5")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        refused = dd("up", "qwen3.6-27b", "-l", "tp1", "--port", str(port))
+    assert refused.returncode == 2
+    assert f"port {port} on 127.0.0.1 is in use" in refused.stderr
+    assert f"by pid {os.getpid()}" in refused.stderr
+    # A foreign compute process on GPU 3 (simulated host).
+    foreign = subprocess.Popen(["sleep", "60"])
+    try:
+        folder = StatePaths.for_mode(True).sim_gpu
+        folder.mkdir(parents=True, exist_ok=True)
+        publish(
+            folder,
+            SimPublication(foreign.pid, time.time(), {3: SimGpuLoad(mem_used_bytes=80 * 2**30)}),
+        )
+        blocked = dd("up", "qwen3.6-27b", "-l", "tp4", "--port", str(free_port()))
+        assert blocked.returncode == 2
+        assert (
+            f"GPU 3 is in use by pid {foreign.pid} (sleep 60), holding 80.0 GiB" in blocked.stderr
+        )
+    finally:
+        foreign.kill()
+        foreign.wait()
+    assert ps() == [] or all(s["state"] != "ready" for s in ps())
+
+
+def test_two_consoles_racing_for_the_same_gpus():
+    env = {**os.environ}
+    commands = [
+        [
+            sys.executable,
+            "-m",
+            "console",
+            "up",
+            "qwen3.6-27b",
+            "-l",
+            "tp1",
+            "--port",
+            str(free_port()),
+            "--demo",
+        ]
+        for _ in range(2)
+    ]
+    procs = [
+        subprocess.Popen(
+            c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO
+        )
+        for c in commands
+    ]
+    outputs = [p.communicate(timeout=60) for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    try:
+        assert codes == [0, 2], outputs
+        loser = outputs[[p.returncode for p in procs].index(2)]
+        assert "GPU 0 is held by managed server qwen3.6-27b-tp1-1" in loser[1]
+        assert [s["state"] for s in ps()] == ["ready"]
+    finally:
+        dd("down", "--all", "--grace", "5")
+
+
+def test_switch_stops_the_old_server_before_starting_the_new():
+    old = up("qwen3.6-27b", "-l", "tp8", "--port", str(free_port()))
+    result = dd("switch", "kimi-k2.6", "--yes", "--port", str(free_port()), "--json")
+    try:
+        assert result.returncode == 0, result.stdout + result.stderr
+        new = json.loads(result.stdout)
+        assert new["state"] == "ready"
+        assert f"stopping {old['id']}" in result.stderr
+        states = {s["id"]: s for s in ps()}
+        assert states[old["id"]]["state"] == "stopped"
+        root = StatePaths.for_mode(True)
+        old_exit = json.loads((root.servers / f"{old['id']}.exit.json").read_text())
+        new_spawn = json.loads((root.servers / f"{new['id']}.spawn.json").read_text())
+        assert old_exit["ended_wall"] < new_spawn["spawned_wall"]
+        assert marker_pids(old["id"]) == []
+    finally:
+        dd("down", "--all", "--grace", "5")
+
+
+def test_switch_without_yes_needs_confirmation():
+    old = up("qwen3.6-27b", "-l", "tp1", "--port", str(free_port()))
+    try:
+        result = dd("switch", "kimi-k2.6", "--port", str(free_port()))
+        assert result.returncode == 2
+        assert f"switching stops {old['id']}" in result.stderr
+        assert "--yes" in result.stderr
+        assert {s["id"]: s["state"] for s in ps()}[old["id"]] == "ready"
+    finally:
+        dd("down", "--all", "--grace", "5")
+
+
+@pytest.mark.parametrize(
+    ("fault", "kind", "words"),
+    [
+        ("crash-at-load:oom", "cuda-oom", "CUDA out of memory: tried to allocate 2.50 GiB, GPU 0"),
+        ("crash-at-load:nccl", "nccl", "NCCL error"),
+        ("crash-at-load:import", "import-error", "Python import or version mismatch"),
+        ("crash-at-load:notfound", "model-not-found", "model not found or hub unreachable"),
+        ("crash-at-load:badflag", "bad-flag", "unknown or invalid flag: unrecognized arguments"),
+    ],
+)
+def test_startup_faults_are_classified(fault: str, kind: str, words: str):
+    result = dd(
+        "up",
+        "qwen3.6-27b",
+        "-l",
+        "tp1",
+        "--port",
+        str(free_port()),
+        "--json",
+        env={"DDCONSOLE_SIM_FAULT": fault},
+    )
+    assert result.returncode == 1
+    status = json.loads(result.stdout)
+    assert status["state"] == "failed"
+    assert status["failure_kind"] == kind
+    assert words in status["reason"]
+    assert "FAILED:" in result.stderr
+    listed = {s["id"]: s for s in ps()}[status["id"]]
+    assert listed["state"] == "failed"
+    assert listed["reason"] == status["reason"]
+    logs = dd("logs", status["id"], check=True)
+    assert logs.stdout.startswith(f"== {status['id']} failed: {status['reason']}")
+    dd("down", status["id"], check=True)
+    assert status["id"] not in {s["id"] for s in ps()}
+
+
+def test_port_taken_during_load_is_classified():
+    port = free_port()
+    result = dd(
+        "up",
+        "qwen3.6-27b",
+        "-l",
+        "tp1",
+        "--port",
+        str(port),
+        "--no-wait",
+        "--json",
+        env={"DDCONSOLE_SIM_SPEED": "1"},
+    )
+    assert result.returncode == 0
+    server_id = json.loads(result.stdout)["id"]
+    with socket.socket() as thief:
+        thief.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        thief.bind(("127.0.0.1", port))
+        thief.listen()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            state = {s["id"]: s for s in ps()}[server_id]
+            if state["state"] == "failed":
+                break
+            time.sleep(0.3)
+    assert state["failure_kind"] == "port-in-use"
+    assert state["reason"] == f"port already in use: 127.0.0.1:{port}"
+
+
+def test_crash_after_ready_noticed_within_a_second():
+    status = up(
+        "qwen3.6-27b",
+        "-l",
+        "tp1",
+        "--port",
+        str(free_port()),
+        env={"DDCONSOLE_SIM_FAULT": "crash-mid-stream:8"},
+    )
+    from console.cli.services import Services
+
+    manager = Services.create(demo=True).manager()
+    with (
+        pytest.raises(httpx.HTTPError),
+        httpx.stream(
+            "POST",
+            f"{status['url']}/generate",
+            timeout=10,
+            json={
+                "input_ids": [1] * 4,
+                "stream": True,
+                "sampling_params": {"max_new_tokens": 100, "ignore_eos": True},
+            },
+        ) as response,
+    ):
+        for _ in response.iter_lines():
+            pass
+    broken = time.monotonic()
+    while manager.status(status["id"], probe=False).state.value != "failed":
+        assert time.monotonic() - broken < 1.0
+        time.sleep(0.05)
+    failed = manager.status(status["id"], probe=False)
+    assert failed.failure is not None
+    assert failed.failure.kind == "cuda-error"
+    assert "illegal memory access" in (failed.reason or "")
+    assert marker_pids(status["id"]) == []
+
+
+def test_hung_server_is_unresponsive_and_down_escalates():
+    status = up(
+        "qwen3.6-27b",
+        "-l",
+        "tp1",
+        "--port",
+        str(free_port()),
+        env={"DDCONSOLE_SIM_FAULT": "hang:0.2", "DDCONSOLE_SIM_SPEED": "1"},
+    )
+    time.sleep(0.5)
+    listed = {s["id"]: s for s in ps()}[status["id"]]
+    assert listed["state"] == "unresponsive"
+    assert "timed out" in listed["reason"]
+    down = dd("down", status["id"], "--grace", "1.5", check=True)
+    assert "SIGTERM, then SIGKILL" in down.stdout
+    assert marker_pids(status["id"]) == []
+    assert {s["id"]: s for s in ps()}[status["id"]]["state"] == "stopped"
+
+
+def test_console_killed_while_waiting_then_a_new_console_takes_over():
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "console", "up", "kimi-k2.6", "--port", str(free_port()), "--demo"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=REPO,
+        env={**os.environ, "DDCONSOLE_SIM_SPEED": "4"},
+    )
+    root = StatePaths.for_mode(True)
+    deadline = time.monotonic() + 20
+    while not list(root.servers.glob("*.spawn.json")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        servers = ps()
+        if servers and servers[0]["state"] == "ready":
+            break
+        time.sleep(0.2)
+    assert servers[0]["state"] == "ready"
+    server_id = servers[0]["id"]
+    dd("down", server_id, "--grace", "5", check=True)
+    assert marker_pids(server_id) == []
+
+
+def test_orphaned_schedulers_are_found_and_removed():
+    status = up(
+        "qwen3.6-27b",
+        "-l",
+        "tp4",
+        "--port",
+        str(free_port()),
+        env={"DDCONSOLE_SIM_FAULT": "orphans"},
+    )
+    os.kill(status["pid"], signal.SIGKILL)
+    time.sleep(0.3)
+    listed = {s["id"]: s for s in ps()}[status["id"]]
+    assert listed["state"] == "failed"
+    assert listed["reason"] == "killed by SIGKILL; 5 of its processes still running"
+    assert len(listed["orphans"]) == 5
+    down = dd("down", status["id"], check=True)
+    assert "SIGKILL to its processes" in down.stdout
+    assert marker_pids(status["id"]) == []
+    assert status["id"] not in {s["id"] for s in ps()}
+
+
+def test_stale_reused_and_corrupt_state_files():
+    root = StatePaths.for_mode(True).ensure()
+    good = up("qwen3.6-27b", "-l", "tp1", "--port", str(free_port()))
+    template = json.loads((root.servers / f"{good['id']}.json").read_text())
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    for name, spawn in (
+        ("stale-1", {"pid": dead.pid, "start_ticks": 1}),
+        ("reused-1", {"pid": os.getpid(), "start_ticks": 1}),
+    ):
+        record = {**template, "id": name}
+        (root.servers / f"{name}.json").write_text(json.dumps(record))
+        (root.servers / f"{name}.spawn.json").write_text(
+            json.dumps({**spawn, "waiter_pid": 1, "spawned_wall": time.time() - 60})
+        )
+    (root.servers / "corrupt-1.json").write_text("{ this is not json")
+    try:
+        table = dd("ps", check=True)
+        assert "Traceback" not in table.stdout + table.stderr
+        assert "corrupt-1.json: unreadable state file" in table.stdout
+        listed = {s["id"]: s for s in ps()}
+        assert listed[good["id"]]["state"] == "ready"
+        assert listed["stale-1"]["state"] == "failed"
+        assert listed["stale-1"]["reason"] == "process gone; exit status unknown"
+        # Same pid, different start time: another program, treated as gone.
+        assert listed["reused-1"]["state"] == "failed"
+        assert is_running(os.getpid(), None)
+        removed = dd("down", "corrupt-1", "stale-1", "reused-1", check=True)
+        assert "state files removed" in removed.stdout
+        assert {s["id"] for s in ps()} == {good["id"]}
+    finally:
+        dd("down", "--all", "--grace", "5")
+
+
+def test_unknown_server_names_list_the_known_ones():
+    result = dd("down", "nope")
+    assert result.returncode == 2
+    assert "no managed servers" in result.stderr
+    held = up("qwen3.6-27b", "-l", "tp1", "--port", str(free_port()))
+    try:
+        result = dd("logs", "nope")
+        assert result.returncode == 2
+        assert f"servers: {held['id']}" in result.stderr
+        # A unique prefix is enough.
+        assert dd("logs", "qwen", "-n", "3", check=True).stdout.strip()
+    finally:
+        dd("down", "--all", "--grace", "5")
