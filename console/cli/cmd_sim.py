@@ -13,7 +13,8 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         description="Runs the simulator the demo mode launches: SGLang launch arguments plus "
         "--sim-speed FACTOR, --sim-seed N and --sim-fault KIND[:ARG][,...] "
         "(slow-start, crash-at-load:{oom,nccl,import,notfound,badflag}, crash-mid-stream[:N], "
-        "hang[:S], bad-metrics, metrics-nan, metrics-reset[:S], http-500[:RATE], orphans).",
+        "hang[:S], bad-metrics, metrics-nan, metrics-reset[:S], metrics-500, http-500[:RATE], "
+        "orphans).",
         add_help=False,
     )
     parser.add_argument("sim_args", nargs=argparse.REMAINDER)

@@ -9,13 +9,15 @@ from console.core.paths import StatePaths
 from console.hw.backend import GpuBackend
 from console.hw.numa import read_numa_nodes
 from console.hw.nvml import NvmlBackend
-from console.hw.simulated import SimulatedGpuBackend
+from console.hw.simulated import SimulatedGpuBackend, SimulatedHostReader
 from console.profiles.loader import ProfileCatalog
 from console.topology.discover import discover
 from console.topology.model import Topology
 
 if TYPE_CHECKING:
     from console.server.manager import ServerManager
+    from console.server.monitor import Monitor
+    from console.telemetry.host_source import HostBackend
 
 
 @dataclass
@@ -27,6 +29,7 @@ class Services:
     catalog: ProfileCatalog = field(default_factory=ProfileCatalog)
     _backend: GpuBackend | None = None
     _topology: Topology | None = None
+    _host: HostBackend | None = None
 
     @classmethod
     def create(cls, demo: bool) -> Services:
@@ -40,6 +43,32 @@ class Services:
             else:
                 self._backend = NvmlBackend()
         return self._backend
+
+    @property
+    def host_backend(self) -> HostBackend:
+        if self._host is None:
+            backend = self.gpu_backend
+            if isinstance(backend, SimulatedGpuBackend):
+                self._host = SimulatedHostReader(backend)
+            else:
+                from console.hw.host import HostReader
+
+                self._host = HostReader()
+        return self._host
+
+    def monitor(
+        self, *, urls: tuple[str, ...] = (), interval_s: float = 1.0, with_servers: bool = True
+    ) -> Monitor:
+        from console.server.monitor import Monitor
+
+        return Monitor(
+            self.manager() if with_servers else None,
+            self.gpu_backend,
+            self.host_backend,
+            self.topology(),
+            interval_s=interval_s,
+            urls=urls,
+        )
 
     def manager(self) -> ServerManager:
         from console.server.manager import ServerManager

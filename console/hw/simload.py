@@ -39,6 +39,8 @@ class SimPublication:
     updated_wall: float
     gpus: dict[int, SimGpuLoad] = field(default_factory=dict)
     label: str = ""
+    bound_nodes: tuple[int, ...] = ()
+    """NUMA nodes its schedulers are bound to (empty: not bound)."""
 
 
 def publish(folder: Path, publication: SimPublication) -> Path:
@@ -47,6 +49,7 @@ def publish(folder: Path, publication: SimPublication) -> Path:
         "pid": publication.pid,
         "updated_wall": publication.updated_wall,
         "label": publication.label,
+        "bound_nodes": list(publication.bound_nodes),
         "gpus": {str(index): asdict(load) for index, load in publication.gpus.items()},
     }
     atomic_write_text(path, json.dumps(payload))
@@ -93,5 +96,6 @@ def read_publications(folder: Path, now_wall: float | None = None) -> list[SimPu
             continue
         if now - updated > FRESH_SECONDS or not _pid_alive(pid):
             continue
-        result.append(SimPublication(pid, updated, gpus, str(raw.get("label", ""))))
+        nodes = tuple(int(n) for n in raw.get("bound_nodes", []) if isinstance(n, int))
+        result.append(SimPublication(pid, updated, gpus, str(raw.get("label", "")), nodes))
     return result

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from console.hw.backend import GpuDeviceError, GpuProcess, GpuReading, GpuStatic
+from console.hw.host import HostReading
 from console.hw.numa import NumaNodeInfo
 from console.hw.simload import SimPublication, read_publications
 
@@ -142,6 +143,7 @@ class SimulatedGpuBackend:
             raise GpuDeviceError(index, "Invalid Argument (no such simulated GPU)")
 
     def _fresh_publications(self) -> list[SimPublication]:
+        """Publications of live simulators (read at most every 0.2 s)."""
         if self.load_dir is None:
             return []
         now = time.monotonic()
@@ -150,3 +152,36 @@ class SimulatedGpuBackend:
             self._publications = read_publications(self.load_dir)
             self._publications_read_at = now
         return self._publications
+
+
+class SimulatedHostReader:
+    """Host CPU of the simulated host: a quiet baseline plus one spinning scheduler CPU per
+    GPU of every simulated server (SGLang's schedulers busy-poll), on that GPU's NUMA node."""
+
+    def __init__(self, gpus: SimulatedGpuBackend) -> None:
+        self.gpus = gpus
+
+    def numa_nodes(self) -> tuple[NumaNodeInfo, ...]:
+        return self.gpus.numa_nodes()
+
+    def read(self) -> HostReading:
+        nodes = self.numa_nodes()
+        cpu_count = sum(len(node.cpus) for node in nodes)
+        per_cpu = [2.0] * cpu_count
+        for publication in self.gpus._fresh_publications():
+            for gpu, load in publication.gpus.items():
+                node = self.gpus.node_of(gpu)
+                cpu = node * CPUS_PER_NODE + gpu % self.gpus.spec.gpus_per_node
+                if cpu < cpu_count:
+                    per_cpu[cpu] = min(100.0, per_cpu[cpu] + 30.0 + 0.65 * load.util_pct)
+        used = int(0.08 * NODE_MEMORY_BYTES * len(nodes))
+        return HostReading(tuple(per_cpu), used, NODE_MEMORY_BYTES * len(nodes), (1.0, 1.0, 1.0))
+
+    def process_cpus(self, pid: int) -> tuple[set[int], int] | None:
+        for publication in self.gpus._fresh_publications():
+            if publication.pid != pid:
+                continue
+            nodes = publication.bound_nodes or tuple(n.id for n in self.numa_nodes())
+            cpus = {cpu for node in self.numa_nodes() if node.id in nodes for cpu in node.cpus}
+            return cpus, 1 + len(publication.gpus)
+        return None

@@ -263,11 +263,14 @@ class ServerManager:
             argv = plan.launch_argv(self.environ)
             with log_path.open("ab") as log:
                 log.write(f"ddconsole: launching {server_id}: {plan.command_line}\n".encode())
-            subprocess.Popen(
+            # The waiter forks itself away (--detach), so this returns at once and the
+            # console keeps no child to reap.
+            subprocess.run(
                 [
                     sys.executable,
                     "-m",
                     "console.server.waiter",
+                    "--detach",
                     str(self.paths.servers),
                     server_id,
                     str(log_path),
@@ -280,6 +283,8 @@ class ServerManager:
                 stderr=subprocess.DEVNULL,
                 start_new_session=True,
                 close_fds=True,
+                check=False,
+                timeout=30,
             )
             deadline = time.monotonic() + 10
             while self.records.spawn(server_id) is None and self.records.exit(server_id) is None:

@@ -21,6 +21,13 @@ from console.hw.procs import process_info
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--detach"]:
+        # Fork once more and let the launching console return: the waiter then belongs to no
+        # console (no zombie to reap, nothing tied to the console's lifetime).
+        if os.fork() > 0:
+            os._exit(0)
+        os.setsid()
+        argv = argv[1:]
     if len(argv) < 5 or argv[3] != "--":
         print(
             "usage: python -m console.server.waiter SERVERS_DIR ID LOG -- ARGV...", file=sys.stderr

@@ -26,13 +26,20 @@ class GpuLoadPublisher:
     """Turns engine activity into per-GPU utilisation, memory, power and PCIe bytes."""
 
     def __init__(
-        self, folder: Path | None, gpus: list[int], model: ModelEntry, tp: int, label: str
+        self,
+        folder: Path | None,
+        gpus: list[int],
+        model: ModelEntry,
+        tp: int,
+        label: str,
+        bound_nodes: tuple[int, ...] = (),
     ) -> None:
         self.folder = folder
         self.gpus = gpus
         self.model = model
         self.tp = max(1, tp)
         self.label = label
+        self.bound_nodes = bound_nodes
         self.memory_bytes = 0
         self.pcie_tx_total = 0
         self.pcie_rx_total = 0
@@ -88,7 +95,11 @@ class GpuLoadPublisher:
             publish(
                 self.folder,
                 SimPublication(
-                    os.getpid(), time.time(), dict.fromkeys(self.gpus, load), self.label
+                    os.getpid(),
+                    time.time(),
+                    dict.fromkeys(self.gpus, load),
+                    self.label,
+                    self.bound_nodes,
                 ),
             )
         except OSError:

@@ -169,6 +169,8 @@ class Handlers:
 
     async def metrics(self, request: Request) -> Response:
         state = self.state
+        if state.options.fault("metrics-500"):
+            return PlainTextResponse("Internal Server Error", status_code=500)
         if state.options.fault("bad-metrics"):
             return PlainTextResponse(
                 'sglang:gen_throughput{model_name="x" 12\n'

@@ -252,6 +252,7 @@ FAULT_KINDS = frozenset(
         "bad-metrics",
         "metrics-nan",
         "metrics-reset",
+        "metrics-500",
         "http-500",
         "orphans",
     }

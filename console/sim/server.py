@@ -97,6 +97,17 @@ UVICORN_LOG_CONFIG: dict[str, Any] = {
 }
 
 
+def _bound_nodes(options: SimOptions, gpus: list[int]) -> tuple[int, ...]:
+    """Where SGLang would bind the schedulers: `--numa-node`, else (auto binding on) each
+    GPU's own node, else nowhere."""
+    nodes = options.get("numa_node")
+    if isinstance(nodes, list) and nodes:
+        return tuple(sorted(set(nodes)))
+    if os.environ.get("SGLANG_AUTO_NUMA_BIND", "1") == "0":
+        return ()
+    return tuple(sorted({gpu // GPUS_PER_NUMA_NODE for gpu in gpus}))
+
+
 def _crosses_numa(options: SimOptions, gpus: list[int]) -> bool:
     nodes = options.get("numa_node")
     if isinstance(nodes, list) and nodes:
@@ -117,7 +128,12 @@ class SimServer:
         self.gpus = visible_gpus(os.environ, self.tp * self.dp)
         folder = os.environ.get(SIM_GPU_DIR_ENV)
         self.publisher = GpuLoadPublisher(
-            Path(folder) if folder else None, self.gpus, self.model, self.tp, self.served_name
+            Path(folder) if folder else None,
+            self.gpus,
+            self.model,
+            self.tp,
+            self.served_name,
+            _bound_nodes(options, self.gpus),
         )
         self.children: list[subprocess.Popen[bytes]] = []
         self.state: SimState | None = None

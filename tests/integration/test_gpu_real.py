@@ -50,3 +50,47 @@ def test_real_topology():
     assert topology.gpus
     assert all(gpu.numa_node is not None for gpu in topology.gpus)
     assert topology.driver_version
+
+
+def test_gpu_source_reads_every_field_through_console_hw():
+    import asyncio
+
+    from console.telemetry.gpu_source import GpuSource
+    from console.telemetry.poller import Poller
+    from console.telemetry.samples import GpuSample, SourceState
+    from console.telemetry.store import TimeSeriesStore
+
+    async def run() -> TimeSeriesStore:
+        store = TimeSeriesStore(10)
+        poller = Poller(store)
+        source = GpuSource(NvmlBackend(), interval_s=0.5)
+        poller.add(source)
+        for _ in range(3):
+            await poller.poll_once(source)
+            await asyncio.sleep(0.5)
+        await poller.stop()
+        return store
+
+    store = asyncio.run(run())
+    assert store.statuses()["gpu"].state is SourceState.OK
+    samples = [s for s in store.latest_all().values() if isinstance(s, GpuSample)]
+    assert samples
+    for sample in samples:
+        for field in (
+            "util_pct",
+            "mem_used_bytes",
+            "mem_total_bytes",
+            "power_w",
+            "temp_c",
+            "sm_clock_mhz",
+            "mem_clock_mhz",
+            "pcie_tx_bytes_s",
+            "pcie_rx_bytes_s",
+            "pcie_gen_current",
+            "pcie_gen_max",
+            "pcie_width_current",
+            "pcie_width_max",
+            "numa_node",
+        ):
+            assert getattr(sample, field) is not None, field
+        assert sample.throttle_reasons is not None

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -29,9 +30,12 @@ SPEED = "20"
 
 
 @pytest.fixture(autouse=True)
-def fast_sim(monkeypatch: pytest.MonkeyPatch) -> None:
+def fast_sim(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Fast simulators, and nothing left running whatever the test did."""
     monkeypatch.setenv("DDCONSOLE_SIM_SPEED", SPEED)
     monkeypatch.delenv("DDCONSOLE_SIM_FAULT", raising=False)
+    yield
+    dd("down", "--all", "--grace", "2")
 
 
 def dd(

@@ -1,0 +1,245 @@
+"""`ddconsole metrics --once|--watch`: GPU, host and server telemetry without the TUI."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from typing import Any
+
+from console.cli.render import print_json, table
+
+
+def register(verbs: Any, common: argparse.ArgumentParser) -> None:
+    parser = verbs.add_parser(
+        "metrics",
+        parents=[common],
+        help="read GPUs, host and servers once, or every interval",
+        description="Reads every GPU (NVML), the host (psutil), each managed server and any "
+        "--url SGLang server. --once takes two readings an interval apart so rates exist.",
+    )
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--once", action="store_true", help="one complete reading")
+    mode.add_argument("--watch", action="store_true", help="a line per interval (no TTY needed)")
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="seconds between readings (default 1)",
+    )
+    parser.add_argument(
+        "--url",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="also read this SGLang server (repeatable); managed or not",
+    )
+    parser.add_argument(
+        "--no-managed", action="store_true", help="only the --url servers, not the managed ones"
+    )
+    parser.add_argument("--json", action="store_true")
+    parser.set_defaults(handler=_metrics)
+
+
+def _metrics(args: argparse.Namespace) -> int:
+    from console.cli.services import Services
+    from console.core.errors import UsageError
+
+    if args.interval <= 0:
+        raise UsageError("--interval must be positive")
+    for url in args.url:
+        if not url.startswith(("http://", "https://")):
+            raise UsageError(f"--url {url}: give a full URL such as http://127.0.0.1:30000")
+    services = Services.create(demo=bool(getattr(args, "demo", False)))
+    monitor = services.monitor(
+        urls=tuple(args.url), interval_s=args.interval, with_servers=not args.no_managed
+    )
+    if args.once:
+        return asyncio.run(_once(monitor, args))
+    return asyncio.run(_watch(monitor, args))
+
+
+async def _once(monitor: Any, args: argparse.Namespace) -> int:
+    from console.server.monitor import reading
+
+    try:
+        await monitor.once()
+        data = reading(monitor)
+    finally:
+        await monitor.stop()
+    data["time"] = time.time()
+    data["interval_s"] = args.interval
+    if args.json:
+        print_json(data)
+    else:
+        _print_reading(data)
+    return 0
+
+
+def _fmt(value: Any, spec: str, scale: float = 1.0, suffix: str = "") -> str:
+    if value is None:
+        return "-"
+    return f"{value * scale:{spec}}{suffix}"
+
+
+def _print_reading(data: dict[str, Any]) -> None:
+    from console.core.units import format_bytes, format_rate_bytes
+
+    gpus = data["gpus"]
+    if gpus:
+        rows = []
+        for gpu in gpus:
+            if "util_pct" not in gpu:
+                rows.append(
+                    [
+                        gpu["index"],
+                        "-",
+                        "-",
+                        "-",
+                        "-",
+                        "-",
+                        "-",
+                        "-",
+                        "-",
+                        f"{gpu['state']}: {gpu['reason']}",
+                    ]
+                )
+                continue
+            link = (
+                f"Gen{gpu['pcie_gen_current']}x{gpu['pcie_width_current']}/"
+                f"Gen{gpu['pcie_gen_max']}x{gpu['pcie_width_max']}"
+            )
+            rows.append(
+                [
+                    gpu["index"],
+                    gpu["numa_node"] if gpu["numa_node"] is not None else "-",
+                    _fmt(gpu["util_pct"], ".0f", suffix="%"),
+                    f"{format_bytes(gpu['mem_used_bytes'], 0)}/"
+                    f"{format_bytes(gpu['mem_total_bytes'], 0)}",
+                    _fmt(gpu["power_w"], ".0f", suffix="W"),
+                    _fmt(gpu["temp_c"], ".0f", suffix="C"),
+                    _fmt(gpu["sm_clock_mhz"], ".0f"),
+                    f"{format_rate_bytes(gpu['pcie_rx_bytes_s'])} / "
+                    f"{format_rate_bytes(gpu['pcie_tx_bytes_s'])}",
+                    link,
+                    ",".join(gpu["throttle_reasons"] or []) or "",
+                ]
+            )
+        print(
+            table(
+                [
+                    "GPU",
+                    "NUMA",
+                    "UTIL",
+                    "MEMORY",
+                    "POWER",
+                    "TEMP",
+                    "SM MHZ",
+                    "PCIE RX / TX",
+                    "LINK NOW/MAX",
+                    "THROTTLE",
+                ],
+                rows,
+            )
+        )
+    else:
+        gpu_source = next((s for s in data["sources"] if s["name"] == "gpu"), None)
+        print(f"GPUs: {gpu_source['reason'] if gpu_source else 'none'}")
+    host = data["host"]
+    if host:
+        nodes = "  ".join(
+            f"node {n['node']}: {_fmt(n['cpu_pct'], '.0f', suffix='%')}" for n in host["numa_nodes"]
+        )
+        print(
+            f"\nhost CPU {_fmt(host['cpu_pct'], '.0f', suffix='%')} ({nodes}), memory "
+            f"{format_bytes(host['mem_used_bytes'])}/{format_bytes(host['mem_total_bytes'])}"
+        )
+        for binding in host["bindings"]:
+            verdict = "ok" if binding["matches"] else "MISMATCH"
+            print(
+                f"  {binding['server_id']}: intended NUMA {binding['intended_nodes']}, "
+                f"actual {binding['actual_nodes']} ({verdict})"
+            )
+    if data["servers"]:
+        rows = []
+        for server in data["servers"]:
+            source = server["metrics_source"]
+            rows.append(
+                [
+                    server["id"],
+                    server.get("state", "-"),
+                    _fmt(server.get("tok_s"), ".1f"),
+                    _fmt(server.get("running"), ".0f"),
+                    _fmt(server.get("queued"), ".0f"),
+                    _fmt(server.get("token_usage"), ".0f", 100, "%"),
+                    _fmt(server.get("accept_length"), ".2f"),
+                    f"{_fmt(server.get('ttft_p50_s'), '.0f', 1000)}/"
+                    f"{_fmt(server.get('ttft_p99_s'), '.0f', 1000)}",
+                    f"{_fmt(server.get('itl_p50_s'), '.1f', 1000)}/"
+                    f"{_fmt(server.get('itl_p99_s'), '.1f', 1000)}",
+                    source["state"] + (f": {source['reason']}" if source["reason"] else ""),
+                ]
+            )
+        print()
+        print(
+            table(
+                [
+                    "SERVER",
+                    "STATE",
+                    "TOK/S",
+                    "RUN",
+                    "QUEUE",
+                    "KV",
+                    "ACCEPT",
+                    "TTFT P50/P99 MS",
+                    "ITL P50/P99 MS",
+                    "METRICS",
+                ],
+                rows,
+            )
+        )
+    console = data["console"]
+    if console:
+        print(f"\nconsole: {_fmt(console['cpu_pct'], '.1f', suffix='%')} of one core")
+
+
+async def _watch(monitor: Any, args: argparse.Namespace) -> int:
+    from console.server.monitor import reading
+
+    await monitor.start()
+    try:
+        await asyncio.sleep(args.interval * 1.1)
+        while True:
+            data = reading(monitor)
+            data["time"] = time.time()
+            if args.json:
+                import json
+
+                print(json.dumps(data, default=str), flush=True)
+            else:
+                print(_line(data), flush=True)
+            await asyncio.sleep(args.interval)
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        return 0
+    finally:
+        await monitor.stop()
+
+
+def _line(data: dict[str, Any]) -> str:
+    parts = [time.strftime("%H:%M:%S")]
+    utils = [g["util_pct"] for g in data["gpus"] if g.get("util_pct") is not None]
+    if utils:
+        parts.append(f"gpu util {sum(utils) / len(utils):.0f}% avg, max {max(utils):.0f}%")
+    host = data["host"]
+    if host:
+        parts.append(f"host {_fmt(host['cpu_pct'], '.0f', suffix='%')}")
+    for server in data["servers"]:
+        parts.append(
+            f"{server['id']} {_fmt(server.get('tok_s'), '.1f')} tok/s"
+            f" acc {_fmt(server.get('accept_length'), '.2f')}"
+            f" run {_fmt(server.get('running'), '.0f')} q {_fmt(server.get('queued'), '.0f')}"
+            f" ttft50 {_fmt(server.get('ttft_p50_s'), '.0f', 1000)}ms"
+            f" [{server['metrics_source']['state']}]"
+        )
+    return " | ".join(parts)

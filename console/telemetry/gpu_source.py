@@ -1,0 +1,156 @@
+"""GPU telemetry through console.hw: one executor call per tick reads every GPU.
+
+PCIe throughput comes from NVML's byte counters, rated here; where the driver lacks them,
+the sampled-throughput call (about 20 ms per read) is made only every Nth tick and its value
+held in between. Static facts (names, link maxima) are read once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from console.hw.backend import GpuBackend, GpuDeviceError, GpuReading, GpuStatic, GpuUnavailable
+from console.telemetry.blocking import BlockingCaller, Stalled
+from console.telemetry.derive import counter_rate
+from console.telemetry.samples import GpuSample, SourceState, SourceStatus
+from console.telemetry.source import PollResult
+
+SAMPLED_PCIE_EVERY = 4
+
+
+@dataclass
+class _Counters:
+    t: float
+    tx: int
+    rx: int
+
+
+class GpuSource:
+    name = "gpu"
+
+    def __init__(
+        self,
+        backend: GpuBackend,
+        *,
+        interval_s: float = 1.0,
+        numa_nodes: dict[int, int | None] | None = None,
+        timeout_s: float | None = None,
+    ) -> None:
+        self.backend = backend
+        self.interval_s = interval_s
+        self.numa_nodes = numa_nodes or {}
+        self.caller = BlockingCaller("nvml", timeout_s or interval_s * 0.8)
+        self._static: dict[int, GpuStatic] = {}
+        self._count: int | None = None
+        self._counters: dict[int, _Counters] = {}
+        self._sampled: dict[int, tuple[float | None, float | None]] = {}
+        self._ticks = 0
+        self._last_ok: dict[str, float] = {}
+
+    def _read_all(self, sample_pcie: bool) -> tuple[int, list[GpuReading | GpuDeviceError]]:
+        """Runs on the executor: every GPU's reading, or the error of the one that failed."""
+        self.backend.open()
+        if self._count is None:
+            self._count = self.backend.device_count()
+        results: list[GpuReading | GpuDeviceError] = []
+        for index in range(self._count):
+            try:
+                if index not in self._static:
+                    self._static[index] = self.backend.static_info(index)
+                results.append(self.backend.read(index, sample_pcie_throughput=sample_pcie))
+            except GpuDeviceError as exc:
+                results.append(exc)
+        return self._count, results
+
+    async def poll(self, now: float) -> PollResult:
+        sample_pcie = self._ticks % SAMPLED_PCIE_EVERY == 0
+        self._ticks += 1
+        try:
+            _, readings = await self.caller.call(lambda: self._read_all(sample_pcie))
+        except Stalled as exc:
+            return PollResult(
+                statuses=[
+                    SourceStatus(
+                        self.name,
+                        SourceState.STALLED,
+                        f"NVML call still running ({exc.seconds:.1f} s)",
+                        self._last_ok.get(self.name),
+                    )
+                ]
+            )
+        except GpuUnavailable as exc:
+            return PollResult(
+                statuses=[
+                    SourceStatus(
+                        self.name, SourceState.UNAVAILABLE, f"no GPU telemetry: {exc.reason}"
+                    )
+                ]
+            )
+        result = PollResult()
+        for item in readings:
+            if isinstance(item, GpuDeviceError):
+                result.statuses.append(
+                    SourceStatus(
+                        f"gpu:{item.index}",
+                        SourceState.UNAVAILABLE,
+                        item.reason,
+                        self._last_ok.get(f"gpu:{item.index}"),
+                    )
+                )
+                continue
+            result.samples.append(self._sample(item, now))
+            self._last_ok[f"gpu:{item.index}"] = now
+            result.statuses.append(SourceStatus(f"gpu:{item.index}", SourceState.OK, None, now))
+        self._last_ok[self.name] = now
+        failing = [s.name for s in result.statuses if s.state is not SourceState.OK]
+        overall = SourceState.DEGRADED if failing else SourceState.OK
+        result.statuses.append(
+            SourceStatus(
+                self.name, overall, f"{', '.join(failing)} unreadable" if failing else None, now
+            )
+        )
+        return result
+
+    def _sample(self, reading: GpuReading, now: float) -> GpuSample:
+        index = reading.index
+        static = self._static.get(index)
+        tx_rate = rx_rate = None
+        if reading.pcie_tx_bytes_total is not None and reading.pcie_rx_bytes_total is not None:
+            previous = self._counters.get(index)
+            if previous is not None:
+                seconds = now - previous.t
+                tx_rate = counter_rate(previous.tx, reading.pcie_tx_bytes_total, seconds)
+                rx_rate = counter_rate(previous.rx, reading.pcie_rx_bytes_total, seconds)
+            self._counters[index] = _Counters(
+                now, reading.pcie_tx_bytes_total, reading.pcie_rx_bytes_total
+            )
+        else:
+            if reading.pcie_tx_bytes_s is not None or reading.pcie_rx_bytes_s is not None:
+                self._sampled[index] = (reading.pcie_tx_bytes_s, reading.pcie_rx_bytes_s)
+            tx_rate, rx_rate = self._sampled.get(index, (None, None))
+        return GpuSample(
+            t_mono=now,
+            source=f"gpu:{index}",
+            index=index,
+            name=static.name if static else None,
+            util_pct=reading.util_pct,
+            mem_util_pct=reading.mem_util_pct,
+            mem_used_bytes=reading.mem_used_bytes,
+            mem_total_bytes=reading.mem_total_bytes,
+            power_w=reading.power_w,
+            power_limit_w=reading.power_limit_w,
+            temp_c=reading.temp_c,
+            sm_clock_mhz=reading.sm_clock_mhz,
+            mem_clock_mhz=reading.mem_clock_mhz,
+            pcie_tx_bytes_s=tx_rate,
+            pcie_rx_bytes_s=rx_rate,
+            pcie_gen_current=reading.pcie_gen_current,
+            pcie_gen_max=static.pcie_gen_max if static else None,
+            pcie_width_current=reading.pcie_width_current,
+            pcie_width_max=static.pcie_width_max if static else None,
+            throttle_reasons=reading.throttle_reasons,
+            numa_node=self.numa_nodes.get(index, static.numa_node if static else None),
+        )
+
+    async def close(self) -> None:
+        self.caller.close()

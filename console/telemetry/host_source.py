@@ -1,0 +1,116 @@
+"""Host telemetry: CPU per NUMA node, memory, load, and each managed server's real binding."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from console.hw.host import HostReading
+from console.hw.numa import NumaNodeInfo
+from console.telemetry.blocking import BlockingCaller, Stalled
+from console.telemetry.samples import Binding, HostSample, NumaLoad, SourceState, SourceStatus
+from console.telemetry.source import PollResult
+
+
+class HostBackend(Protocol):
+    def read(self) -> HostReading: ...
+
+    def numa_nodes(self) -> tuple[NumaNodeInfo, ...]: ...
+
+    def process_cpus(self, pid: int) -> tuple[set[int], int] | None: ...
+
+
+@dataclass(frozen=True)
+class WatchedServer:
+    """A managed server whose binding is checked: its leader pid and intended NUMA nodes."""
+
+    server_id: str
+    pid: int
+    intended_nodes: tuple[int, ...]
+
+
+class HostSource:
+    name = "host"
+
+    def __init__(
+        self,
+        backend: HostBackend,
+        *,
+        interval_s: float = 1.0,
+        servers: Callable[[], list[WatchedServer]] | None = None,
+    ) -> None:
+        self.backend = backend
+        self.interval_s = interval_s
+        self.servers = servers or (lambda: [])
+        self.caller = BlockingCaller("host", interval_s * 0.8)
+        self._nodes: tuple[NumaNodeInfo, ...] | None = None
+
+    def _read(
+        self, watched: list[WatchedServer]
+    ) -> tuple[
+        HostReading, tuple[NumaNodeInfo, ...], list[tuple[WatchedServer, tuple[set[int], int]]]
+    ]:
+        if self._nodes is None:
+            self._nodes = self.backend.numa_nodes()
+        bindings = []
+        for server in watched:
+            found = self.backend.process_cpus(server.pid)
+            if found is not None:
+                bindings.append((server, found))
+        return self.backend.read(), self._nodes, bindings
+
+    async def poll(self, now: float) -> PollResult:
+        watched = self.servers()
+        try:
+            reading, nodes, bindings = await self.caller.call(lambda: self._read(watched))
+        except Stalled as exc:
+            return PollResult(
+                statuses=[
+                    SourceStatus(
+                        self.name,
+                        SourceState.STALLED,
+                        f"host call still running ({exc.seconds:.1f} s)",
+                    )
+                ]
+            )
+        numa = []
+        for node in nodes:
+            values = [
+                reading.per_cpu_pct[c]
+                for c in node.cpus
+                if reading.per_cpu_pct is not None and c < len(reading.per_cpu_pct)
+            ]
+            numa.append(
+                NumaLoad(node.id, sum(values) / len(values) if values else None, len(node.cpus))
+            )
+        node_of_cpu = {cpu: node.id for node in nodes for cpu in node.cpus}
+        truth = tuple(
+            Binding(
+                server.server_id,
+                server.intended_nodes,
+                tuple(sorted({node_of_cpu[c] for c in cpus if c in node_of_cpu})),
+                len(cpus),
+                count,
+            )
+            for server, (cpus, count) in bindings
+        )
+        per_cpu = reading.per_cpu_pct
+        sample = HostSample(
+            t_mono=now,
+            source=self.name,
+            cpu_pct=sum(per_cpu) / len(per_cpu) if per_cpu else None,
+            numa=tuple(numa),
+            mem_used_bytes=reading.mem_used_bytes,
+            mem_total_bytes=reading.mem_total_bytes,
+            load1=reading.load[0] if reading.load else None,
+            load5=reading.load[1] if reading.load else None,
+            load15=reading.load[2] if reading.load else None,
+            bindings=truth,
+        )
+        state = SourceState.OK if per_cpu is not None else SourceState.DEGRADED
+        reason = None if per_cpu is not None else "per-CPU load unavailable"
+        return PollResult([sample], [SourceStatus(self.name, state, reason, now)])
+
+    async def close(self) -> None:
+        self.caller.close()

@@ -1,0 +1,171 @@
+"""The single writer of the store: polls every source on its own interval, on one loop.
+
+Each source runs as its own task against a monotonic deadline (`next += interval`, no
+drift); a tick that comes while the previous poll is still running is skipped, not queued.
+Sources whose calls block do them on their own executor (see `blocking`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+
+from console.telemetry.samples import (
+    CostSample,
+    GpuSample,
+    HostSample,
+    Sample,
+    ServerSample,
+    SourceState,
+    SourceStatus,
+    numeric_fields,
+)
+from console.telemetry.source import PollResult, Source
+from console.telemetry.store import TimeSeriesStore
+
+log = logging.getLogger(__name__)
+# A source without a successful poll for this many intervals is shown as stale.
+STALE_AFTER_INTERVALS = 3
+
+
+def series_prefix(sample: Sample) -> str:
+    if isinstance(sample, GpuSample):
+        return f"gpu.{sample.index}"
+    if isinstance(sample, ServerSample):
+        return f"server.{sample.server_id}"
+    if isinstance(sample, HostSample):
+        return "host"
+    return "console"
+
+
+def write_result(store: TimeSeriesStore, result: PollResult) -> None:
+    """Put one poll's samples and statuses into the store (the poller's only write path)."""
+    for sample in result.samples:
+        prefix = series_prefix(sample)
+        for name, value in numeric_fields(sample).items():
+            store.append(f"{prefix}.{name}", sample.t_mono, value)
+        if isinstance(sample, HostSample):
+            for node in sample.numa:
+                store.append(f"host.numa.{node.node}.cpu_pct", sample.t_mono, node.cpu_pct)
+        if isinstance(sample, CostSample):
+            for name, ms in sample.poll_ms:
+                store.append(f"console.poll_ms.{name}", sample.t_mono, ms)
+        store.put_latest(sample.source, sample)
+    for status in result.statuses:
+        store.set_status(status)
+
+
+class Poller:
+    def __init__(
+        self, store: TimeSeriesStore, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.sources: dict[str, Source] = {}
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self.poll_seconds: dict[str, float] = {}
+        self.running = False
+
+    # -- source set ----------------------------------------------------------------------
+
+    def add(self, source: Source) -> None:
+        if source.name in self.sources:
+            return
+        self.sources[source.name] = source
+        if self.running:
+            self._tasks[source.name] = asyncio.create_task(self._loop(source))
+
+    async def remove(self, name: str) -> None:
+        source = self.sources.pop(name, None)
+        task = self._tasks.pop(name, None)
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if source is not None:
+            await source.close()
+        self.poll_seconds.pop(name, None)
+        for status_name in list(self.store.statuses()):
+            if status_name == name:
+                self.store.forget_source(status_name)
+
+    # -- polling -------------------------------------------------------------------------
+
+    async def poll_once(self, source: Source) -> None:
+        started = time.perf_counter()
+        now = self.clock()
+        try:
+            result = await source.poll(now)
+        except Exception as exc:  # a bug in one source must not stop the others
+            log.exception("source %s failed", source.name)
+            result = PollResult(
+                statuses=[
+                    SourceStatus(
+                        source.name, SourceState.UNAVAILABLE, f"{type(exc).__name__}: {exc}"
+                    )
+                ]
+            )
+        self.poll_seconds[source.name] = time.perf_counter() - started
+        result.statuses = [
+            s
+            if s.name != source.name
+            else SourceStatus(
+                s.name, s.state, s.reason, s.last_ok_mono, self.poll_seconds[source.name]
+            )
+            for s in result.statuses
+        ]
+        write_result(self.store, result)
+        self._mark_stale(now)
+        self.store.commit()
+
+    def _mark_stale(self, now: float) -> None:
+        for name, status in self.store.statuses().items():
+            source = self.sources.get(name)
+            if source is None or status.state is not SourceState.OK or status.last_ok_mono is None:
+                continue
+            if now - status.last_ok_mono > STALE_AFTER_INTERVALS * source.interval_s:
+                self.store.set_status(
+                    SourceStatus(
+                        name,
+                        SourceState.STALE,
+                        "no fresh reading",
+                        status.last_ok_mono,
+                        status.last_poll_s,
+                    )
+                )
+
+    async def poll_all_once(self) -> None:
+        await asyncio.gather(*(self.poll_once(s) for s in list(self.sources.values())))
+
+    async def _loop(self, source: Source) -> None:
+        deadline = self.clock()
+        while True:
+            await self.poll_once(source)
+            deadline += source.interval_s
+            now = self.clock()
+            if now > deadline:
+                # Late: skip the missed ticks instead of running them back to back.
+                missed = int((now - deadline) / source.interval_s) + 1
+                deadline += missed * source.interval_s
+            await asyncio.sleep(max(0.0, deadline - now))
+
+    def start(self) -> None:
+        self.running = True
+        for name, source in self.sources.items():
+            if name not in self._tasks:
+                self._tasks[name] = asyncio.create_task(self._loop(source))
+
+    async def stop(self) -> None:
+        self.running = False
+        tasks = list(self._tasks.values())
+        self._tasks.clear()
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for source in self.sources.values():
+            await source.close()

@@ -1,0 +1,157 @@
+"""Immutable readings: a monotonic timestamp, the source, typed fields with units in names.
+
+`None` wherever a value is unavailable (unsupported, failed, not yet rated).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from enum import StrEnum
+from typing import Any
+
+
+class SourceState(StrEnum):
+    OK = "ok"
+    DEGRADED = "degraded"
+    """Answering, but part of what it said was unusable (NaN, a missing series)."""
+    STALE = "stale"
+    """No fresh reading for several intervals."""
+    STALLED = "stalled"
+    """A call is still running past its deadline; ticks are skipped until it returns."""
+    UNAVAILABLE = "unavailable"
+
+
+@dataclass(frozen=True, slots=True)
+class SourceStatus:
+    name: str
+    state: SourceState
+    reason: str | None = None
+    last_ok_mono: float | None = None
+    last_poll_s: float | None = None
+    """How long the last poll took (the source's share of the console's cost)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "state": self.state.value,
+            "reason": self.reason,
+            "last_poll_ms": None if self.last_poll_s is None else self.last_poll_s * 1000,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    t_mono: float
+    source: str
+    index: int
+    name: str | None
+    util_pct: float | None
+    mem_util_pct: float | None
+    mem_used_bytes: int | None
+    mem_total_bytes: int | None
+    power_w: float | None
+    power_limit_w: float | None
+    temp_c: float | None
+    sm_clock_mhz: float | None
+    mem_clock_mhz: float | None
+    pcie_tx_bytes_s: float | None
+    pcie_rx_bytes_s: float | None
+    pcie_gen_current: int | None
+    pcie_gen_max: int | None
+    pcie_width_current: int | None
+    pcie_width_max: int | None
+    throttle_reasons: tuple[str, ...] | None
+    numa_node: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class NumaLoad:
+    node: int
+    cpu_pct: float | None
+    cpus: int
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """Where a managed server's processes may run (the layout truth) vs where it should."""
+
+    server_id: str
+    intended_nodes: tuple[int, ...]
+    actual_nodes: tuple[int, ...]
+    actual_cpus: int
+    processes: int
+
+    @property
+    def matches(self) -> bool:
+        return set(self.actual_nodes) <= set(self.intended_nodes)
+
+
+@dataclass(frozen=True, slots=True)
+class HostSample:
+    t_mono: float
+    source: str
+    cpu_pct: float | None
+    numa: tuple[NumaLoad, ...]
+    mem_used_bytes: int | None
+    mem_total_bytes: int | None
+    load1: float | None
+    load5: float | None
+    load15: float | None
+    bindings: tuple[Binding, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSample:
+    t_mono: float
+    source: str
+    server_id: str
+    decode_tok_s: float | None
+    """Rate of sglang:realtime_tokens_total{mode="decode"} (moves every step)."""
+    finished_tok_s: float | None
+    """Rate of sglang:generation_tokens_total (moves when requests finish)."""
+    requests_s: float | None
+    gen_throughput: float | None
+    running: float | None
+    queued: float | None
+    token_usage: float | None
+    accept_length: float | None
+    accept_rate: float | None
+    ttft_p50_s: float | None
+    ttft_p99_s: float | None
+    itl_p50_s: float | None
+    itl_p99_s: float | None
+    e2e_p50_s: float | None
+    e2e_p99_s: float | None
+    spec_verify_s: float | None
+    """Verify steps per second (from spec_verify_calls_total; finished requests)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CostSample:
+    t_mono: float
+    source: str
+    cpu_pct: float | None
+    """The console process's CPU time over wall time, % of one core."""
+    rss_bytes: int | None
+    poll_ms: tuple[tuple[str, float], ...]
+
+
+Sample = GpuSample | HostSample | ServerSample | CostSample
+
+NUMERIC = (int, float)
+
+
+def numeric_fields(sample: Any) -> dict[str, float]:
+    """The numeric fields of a sample (its series in the store); None stays None-free."""
+    out = {}
+    for item in fields(sample):
+        if item.name in ("t_mono", "index"):
+            continue
+        value = getattr(sample, item.name)
+        if isinstance(value, NUMERIC) and not isinstance(value, bool):
+            out[item.name] = float(value)
+    return out
+
+
+def to_json(sample: Any) -> dict[str, Any]:
+    return asdict(sample)

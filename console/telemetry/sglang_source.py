@@ -1,0 +1,268 @@
+"""One SGLang server's telemetry over HTTP: /metrics every tick, /server_info now and then.
+
+Live decode tok/s is the rate of `sglang:realtime_tokens_total{mode="decode"}` (it moves every
+step); finished-request tok/s the rate of `generation_tokens_total`. Latency percentiles come
+from histogram bucket deltas over a sliding window, buckets merged across DP ranks. A server
+that reports a simulator speed in /server_info has its rates put back on its own clock.
+Only the metrics used are parsed, and latency buckets only every few ticks: parsing is most
+of what watching a server costs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from console.telemetry.derive import counter_rate, histogram_delta, quantile
+from console.telemetry.prometheus import (
+    Histogram,
+    MetricsParseError,
+    MetricsSnapshot,
+    finite,
+    metric_names,
+    non_finite_names,
+    parse,
+)
+from console.telemetry.samples import ServerSample, SourceState, SourceStatus
+from console.telemetry.source import PollResult
+
+WATCHED_GAUGES = (
+    "sglang:gen_throughput",
+    "sglang:num_running_reqs",
+    "sglang:num_queue_reqs",
+    "sglang:token_usage",
+    "sglang:spec_accept_length",
+    "sglang:spec_accept_rate",
+)
+COUNTERS = (
+    "sglang:realtime_tokens_total",
+    "sglang:generation_tokens_total",
+    "sglang:num_requests_total",
+    "sglang:spec_verify_calls_total",
+)
+HISTOGRAMS = {
+    "ttft": "sglang:time_to_first_token_seconds",
+    "itl": "sglang:inter_token_latency_seconds",
+    "e2e": "sglang:e2e_request_latency_seconds",
+}
+CORE_NAMES = metric_names((*WATCHED_GAUGES, *COUNTERS), ())
+ALL_NAMES = metric_names((*WATCHED_GAUGES, *COUNTERS), HISTOGRAMS.values())
+# Latency windows span ten seconds; their buckets are read every this many ticks (like
+# SGLang's own Grafana dashboard, which refreshes every 5 s).
+HISTOGRAM_EVERY = 5
+
+
+@dataclass(frozen=True)
+class _Point:
+    t: float
+    decode: float | None
+    generation: float | None
+    requests: float | None
+    verify: float | None
+
+
+def time_scale(server_info: dict[str, Any] | None) -> float:
+    """Simulated seconds per real second for a simulator at --sim-speed F, else 1."""
+    if not server_info:
+        return 1.0
+    sim = server_info.get("sim")
+    if isinstance(sim, dict):
+        speed = sim.get("speed")
+        if isinstance(speed, int | float) and speed > 0:
+            return float(speed)
+    return 1.0
+
+
+def _finite_values(snapshot: MetricsSnapshot, name: str) -> list[float]:
+    return [v for v in snapshot.values(name) if not (math.isnan(v) or math.isinf(v))]
+
+
+class SglangSource:
+    _instances = 0
+    """Sources created so far: staggers their bucket reads so ticks share the cost."""
+
+    def __init__(
+        self,
+        server_id: str,
+        url: str,
+        client: httpx.AsyncClient,
+        *,
+        interval_s: float = 1.0,
+        window_s: float = 10.0,
+        info_every: int = 10,
+        api_key: str | None = None,
+    ) -> None:
+        self.server_id = server_id
+        self.name = f"server:{server_id}"
+        self.url = url.rstrip("/")
+        self.client = client
+        self.interval_s = interval_s
+        self.window_s = window_s
+        self.info_every = max(1, info_every)
+        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.server_info: dict[str, Any] | None = None
+        self.scale = 1.0
+        self._ticks = SglangSource._instances % HISTOGRAM_EVERY
+        SglangSource._instances += 1
+        self._previous: _Point | None = None
+        self._windows: deque[tuple[float, dict[str, Histogram | None]]] = deque(
+            maxlen=max(3, int(window_s / (interval_s * HISTOGRAM_EVERY)) + 3)
+        )
+        self._percentiles: dict[str, float | None] = {}
+        self._last_ok: float | None = None
+
+    @property
+    def speculative(self) -> bool | None:
+        if self.server_info is None:
+            return None
+        return bool(self.server_info.get("speculative_algorithm"))
+
+    async def _fetch_info(self) -> None:
+        try:
+            response = await self.client.get(
+                f"{self.url}/server_info",
+                headers=self.headers,
+                timeout=min(2.0, self.interval_s * 2),
+            )
+            if response.status_code == 200:
+                data = response.json()
+                if isinstance(data, dict):
+                    self.server_info = data
+                    self.scale = time_scale(data)
+        except (httpx.HTTPError, ValueError):
+            pass
+
+    def _status(
+        self, state: SourceState, reason: str | None, now: float | None = None
+    ) -> SourceStatus:
+        return SourceStatus(self.name, state, reason, now or self._last_ok)
+
+    async def poll(self, now: float) -> PollResult:
+        tick = self._ticks
+        self._ticks += 1
+        if self.server_info is None or tick % self.info_every == 0:
+            await self._fetch_info()
+        timeout = max(0.2, self.interval_s * 0.8)
+        try:
+            response = await self.client.get(f"{self.url}/metrics", timeout=timeout)
+        except httpx.ConnectError:
+            return PollResult(
+                statuses=[self._status(SourceState.UNAVAILABLE, "connection refused")]
+            )
+        except httpx.TimeoutException:
+            return PollResult(
+                statuses=[self._status(SourceState.STALE, f"no answer within {timeout:.1f} s")]
+            )
+        except httpx.HTTPError as exc:
+            return PollResult(
+                statuses=[self._status(SourceState.UNAVAILABLE, f"{type(exc).__name__}: {exc}")]
+            )
+        if response.status_code != 200:
+            return PollResult(
+                statuses=[
+                    self._status(
+                        SourceState.UNAVAILABLE, f"HTTP {response.status_code} from /metrics"
+                    )
+                ]
+            )
+        with_histograms = tick % HISTOGRAM_EVERY == 0
+        try:
+            snapshot = parse(response.text, ALL_NAMES if with_histograms else CORE_NAMES)
+        except MetricsParseError as exc:
+            return PollResult(
+                statuses=[self._status(SourceState.UNAVAILABLE, f"bad /metrics: {exc}")]
+            )
+        self._last_ok = now
+        if with_histograms:
+            self._update_percentiles(snapshot, now)
+        sample = self._sample(snapshot, now)
+        bad = non_finite_names(snapshot, WATCHED_GAUGES)
+        if not snapshot.samples.get("sglang:realtime_tokens_total"):
+            status = self._status(
+                SourceState.DEGRADED, "no sglang: metrics (is --enable-metrics set?)", now
+            )
+        elif bad:
+            status = self._status(
+                SourceState.DEGRADED, f"NaN/Inf in {', '.join(bad)} (shown as -)", now
+            )
+        else:
+            status = self._status(SourceState.OK, None, now)
+        return PollResult([sample], [status])
+
+    def _sample(self, snapshot: MetricsSnapshot, now: float) -> ServerSample:
+        point = _Point(
+            t=now,
+            decode=snapshot.total("sglang:realtime_tokens_total", mode="decode"),
+            generation=snapshot.total("sglang:generation_tokens_total"),
+            requests=snapshot.total("sglang:num_requests_total"),
+            verify=snapshot.total("sglang:spec_verify_calls_total"),
+        )
+        previous, self._previous = self._previous, point
+        seconds = (now - previous.t) * self.scale if previous else 0.0
+
+        def rate(field: str) -> float | None:
+            if previous is None:
+                return None
+            return finite(counter_rate(getattr(previous, field), getattr(point, field), seconds))
+
+        def gauge_sum(name: str) -> float | None:
+            values = _finite_values(snapshot, name)
+            return math.fsum(values) if values else None
+
+        def gauge_mean(name: str) -> float | None:
+            values = _finite_values(snapshot, name)
+            return math.fsum(values) / len(values) if values else None
+
+        def gauge_max(name: str) -> float | None:
+            values = _finite_values(snapshot, name)
+            return max(values) if values else None
+
+        accept_length = gauge_mean("sglang:spec_accept_length")
+        accept_rate = gauge_mean("sglang:spec_accept_rate")
+        if self.speculative is False or not accept_length:
+            # 0 means speculative decoding is off, or no decode tick has reported yet.
+            accept_length = accept_rate = None
+        pct = self._percentiles
+        return ServerSample(
+            t_mono=now,
+            source=self.name,
+            server_id=self.server_id,
+            decode_tok_s=rate("decode"),
+            finished_tok_s=rate("generation"),
+            requests_s=rate("requests"),
+            gen_throughput=gauge_sum("sglang:gen_throughput"),
+            running=gauge_sum("sglang:num_running_reqs"),
+            queued=gauge_sum("sglang:num_queue_reqs"),
+            token_usage=gauge_max("sglang:token_usage"),
+            accept_length=accept_length,
+            accept_rate=accept_rate,
+            ttft_p50_s=pct.get("ttft_p50"),
+            ttft_p99_s=pct.get("ttft_p99"),
+            itl_p50_s=pct.get("itl_p50"),
+            itl_p99_s=pct.get("itl_p99"),
+            e2e_p50_s=pct.get("e2e_p50"),
+            e2e_p99_s=pct.get("e2e_p99"),
+            spec_verify_s=rate("verify"),
+        )
+
+    def _update_percentiles(self, snapshot: MetricsSnapshot, now: float) -> None:
+        """p50/p99 over the last `window_s` from bucket deltas (held between bucket reads)."""
+        current = {key: snapshot.histogram(name) for key, name in HISTOGRAMS.items()}
+        self._windows.append((now, current))
+        oldest_t, oldest = next(
+            ((t, h) for t, h in self._windows if now - t <= self.window_s + 1e-6),
+            (now, current),
+        )
+        percentiles: dict[str, float | None] = {}
+        for key in HISTOGRAMS:
+            window = histogram_delta(oldest.get(key), current.get(key)) if oldest_t != now else None
+            percentiles[f"{key}_p50"] = quantile(0.5, window)
+            percentiles[f"{key}_p99"] = quantile(0.99, window)
+        self._percentiles = percentiles
+
+    async def close(self) -> None:
+        return None

@@ -1,0 +1,146 @@
+"""A bounded time-series store: fixed-capacity ring buffers per series, a version counter.
+
+Written only by the poller on the event loop; readers get immutable tuples. Capacity is set
+at start (default one hour at one sample a second), so memory stays flat however long the
+console runs. Missing values are stored as NaN and come back as None.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from dataclasses import dataclass
+from typing import Any
+
+from console.telemetry.samples import SourceStatus
+
+DEFAULT_CAPACITY = 3600
+DEFAULT_MAX_SERIES = 4096
+
+
+class Ring:
+    """Times and values of one series in two preallocated float arrays."""
+
+    __slots__ = ("_head", "_size", "times", "values")
+
+    def __init__(self, capacity: int) -> None:
+        self.times = array("d", bytes(8 * capacity))
+        self.values = array("d", bytes(8 * capacity))
+        self._head = 0
+        self._size = 0
+
+    @property
+    def capacity(self) -> int:
+        return len(self.times)
+
+    def __len__(self) -> int:
+        return self._size
+
+    def append(self, t: float, value: float) -> None:
+        self.times[self._head] = t
+        self.values[self._head] = value
+        self._head = (self._head + 1) % self.capacity
+        self._size = min(self._size + 1, self.capacity)
+
+    def ordered(self) -> tuple[list[float], list[float]]:
+        if self._size < self.capacity:
+            return list(self.times[: self._size]), list(self.values[: self._size])
+        head = self._head
+        return (
+            list(self.times[head:]) + list(self.times[:head]),
+            list(self.values[head:]) + list(self.values[:head]),
+        )
+
+    def last(self) -> tuple[float, float] | None:
+        if self._size == 0:
+            return None
+        index = (self._head - 1) % self.capacity
+        return self.times[index], self.values[index]
+
+
+@dataclass(frozen=True)
+class Window:
+    """An immutable view of one series: parallel tuples of times and values (None = missing)."""
+
+    times: tuple[float, ...]
+    values: tuple[float | None, ...]
+
+
+class TimeSeriesStore:
+    def __init__(
+        self, capacity: int = DEFAULT_CAPACITY, max_series: int = DEFAULT_MAX_SERIES
+    ) -> None:
+        if capacity < 2:
+            raise ValueError("capacity must be at least 2")
+        self.capacity = capacity
+        self.max_series = max_series
+        self.version = 0
+        self.dropped_series = 0
+        self._series: dict[str, Ring] = {}
+        self._latest: dict[str, Any] = {}
+        self._status: dict[str, SourceStatus] = {}
+
+    # -- writing (the poller only) -------------------------------------------------------
+
+    def append(self, key: str, t: float, value: float | None) -> None:
+        ring = self._series.get(key)
+        if ring is None:
+            if len(self._series) >= self.max_series:
+                self.dropped_series += 1
+                return
+            ring = self._series[key] = Ring(self.capacity)
+        ring.append(t, math.nan if value is None else float(value))
+
+    def put_latest(self, source: str, sample: Any) -> None:
+        self._latest[source] = sample
+
+    def set_status(self, status: SourceStatus) -> None:
+        self._status[status.name] = status
+
+    def forget_source(self, source: str) -> None:
+        self._latest.pop(source, None)
+        self._status.pop(source, None)
+
+    def commit(self) -> None:
+        """One poll's writes are visible: readers re-render when the version moves."""
+        self.version += 1
+
+    # -- reading -------------------------------------------------------------------------
+
+    def keys(self, prefix: str = "") -> list[str]:
+        return sorted(k for k in self._series if k.startswith(prefix))
+
+    def window(self, key: str, since: float | None = None) -> Window:
+        ring = self._series.get(key)
+        if ring is None:
+            return Window((), ())
+        times, values = ring.ordered()
+        start = 0
+        if since is not None:
+            while start < len(times) and times[start] < since:
+                start += 1
+        return Window(
+            tuple(times[start:]), tuple(None if math.isnan(v) else v for v in values[start:])
+        )
+
+    def latest_value(self, key: str) -> float | None:
+        ring = self._series.get(key)
+        last = ring.last() if ring is not None else None
+        if last is None or math.isnan(last[1]):
+            return None
+        return last[1]
+
+    def latest(self, source: str) -> Any:
+        return self._latest.get(source)
+
+    def latest_all(self) -> dict[str, Any]:
+        return dict(self._latest)
+
+    def statuses(self) -> dict[str, SourceStatus]:
+        return dict(self._status)
+
+    def series_count(self) -> int:
+        return len(self._series)
+
+    def memory_bytes(self) -> int:
+        return sum(16 * ring.capacity for ring in self._series.values())

@@ -1,0 +1,114 @@
+"""The store, counter rates, histogram windows and the Prometheus parser (pure)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+from console.telemetry.derive import counter_rate, histogram_delta, quantile
+from console.telemetry.prometheus import Histogram, MetricsParseError, parse
+from console.telemetry.samples import (
+    Binding,
+    CostSample,
+    GpuSample,
+    HostSample,
+    ServerSample,
+    SourceStatus,
+)
+from console.telemetry.store import TimeSeriesStore
+
+TEXT = """# HELP sglang:realtime_tokens_total Tokens.
+# TYPE sglang:realtime_tokens_total counter
+sglang:realtime_tokens_total{model_name="m",tp_rank="0",dp_rank="0",mode="decode"} 100.0
+sglang:realtime_tokens_total{model_name="m",tp_rank="0",dp_rank="1",mode="decode"} 50.0
+sglang:realtime_tokens_total{model_name="m",tp_rank="0",dp_rank="0",mode="prefill_compute"} 9.0
+# TYPE sglang:ttft_seconds histogram
+sglang:ttft_seconds_bucket{dp_rank="0",le="0.1"} 1.0
+sglang:ttft_seconds_bucket{dp_rank="0",le="0.2"} 3.0
+sglang:ttft_seconds_bucket{dp_rank="0",le="+Inf"} 4.0
+sglang:ttft_seconds_sum{dp_rank="0"} 0.9
+sglang:ttft_seconds_count{dp_rank="0"} 4.0
+sglang:ttft_seconds_bucket{dp_rank="1",le="0.1"} 0.0
+sglang:ttft_seconds_bucket{dp_rank="1",le="0.2"} 2.0
+sglang:ttft_seconds_bucket{dp_rank="1",le="+Inf"} 2.0
+sglang:ttft_seconds_sum{dp_rank="1"} 0.3
+sglang:ttft_seconds_count{dp_rank="1"} 2.0
+"""
+
+
+def test_parse_sums_by_label_and_merges_histograms_across_ranks():
+    snapshot = parse(TEXT)
+    assert snapshot.total("sglang:realtime_tokens_total", mode="decode") == 150.0
+    merged = snapshot.histogram("sglang:ttft_seconds")
+    assert merged is not None
+    assert merged.bounds == (0.1, 0.2, math.inf)
+    assert merged.counts == (1.0, 5.0, 6.0)
+    assert merged.total == 6.0
+    assert snapshot.total("sglang:absent") is None
+
+
+def test_garbage_names_the_first_bad_line():
+    with pytest.raises(MetricsParseError, match=r"line 2 is not Prometheus text: '<html>"):
+        parse("ok_metric 1\n<html>oops</html>\n")
+
+
+def test_counter_rate_never_negative_on_reset():
+    assert counter_rate(100, 150, 2.0) == 25.0
+    assert counter_rate(150, 30, 1.0) == 30.0  # restarted: 30 since the restart
+    assert counter_rate(None, 10, 1.0) is None
+    assert counter_rate(1, 2, 0) is None
+
+
+def test_quantile_interpolates_like_histogram_quantile():
+    h = Histogram((0.1, 0.2, 0.4, math.inf), (0.0, 10.0, 20.0, 20.0), 20.0, 5.0)
+    assert quantile(0.5, h) == pytest.approx(0.2)
+    assert quantile(0.25, h) == pytest.approx(0.15)
+    assert quantile(0.99, h) == pytest.approx(0.396)
+    assert quantile(0.5, Histogram((0.1, math.inf), (0.0, 0.0), 0.0, 0.0)) is None
+
+
+def test_histogram_delta_window_and_reset():
+    older = Histogram((0.1, math.inf), (5.0, 10.0), 10.0, 1.0)
+    newer = Histogram((0.1, math.inf), (7.0, 16.0), 16.0, 1.9)
+    delta = histogram_delta(older, newer)
+    assert delta is not None
+    assert delta.counts == (2.0, 6.0)
+    assert delta.total == 6.0
+    reset = Histogram((0.1, math.inf), (1.0, 1.0), 1.0, 0.05)
+    assert histogram_delta(older, reset) == reset
+
+
+def test_store_is_bounded_versioned_and_immutable():
+    store = TimeSeriesStore(capacity=5)
+    for i in range(12):
+        store.append("gpu.0.util_pct", float(i), None if i == 11 else float(i * 10))
+    store.commit()
+    assert store.version == 1
+    window = store.window("gpu.0.util_pct")
+    assert window.times == (7.0, 8.0, 9.0, 10.0, 11.0)
+    assert window.values == (70.0, 80.0, 90.0, 100.0, None)
+    assert store.window("gpu.0.util_pct", since=9.5).times == (10.0, 11.0)
+    assert store.latest_value("gpu.0.util_pct") is None
+    with pytest.raises(AttributeError):
+        window.values.append(1.0)  # type: ignore[attr-defined]
+    assert store.window("missing").values == ()
+
+
+def test_store_caps_the_number_of_series():
+    store = TimeSeriesStore(capacity=2, max_series=3)
+    for i in range(5):
+        store.append(f"s{i}", 0.0, 1.0)
+    assert store.series_count() == 3
+    assert store.dropped_series == 2
+
+
+@pytest.mark.parametrize(
+    "cls", [GpuSample, HostSample, ServerSample, CostSample, Binding, SourceStatus]
+)
+def test_samples_are_frozen(cls):
+    params = dataclasses.fields(cls)
+    instance = cls(**{f.name: None for f in params})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(instance, params[0].name, 1)
