@@ -1,1 +1,1 @@
-"""bench layer."""
+"""Benchmarks: workloads, the streaming load runner, statistics, campaigns and run results."""

@@ -20,7 +20,7 @@ def common_parent() -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from console.cli import cmd_metrics, cmd_plan, cmd_profiles, cmd_servers, cmd_sim
+    from console.cli import cmd_bench, cmd_metrics, cmd_plan, cmd_profiles, cmd_servers, cmd_sim
 
     parser = argparse.ArgumentParser(
         prog="ddconsole",
@@ -42,5 +42,6 @@ def build_parser() -> argparse.ArgumentParser:
     cmd_plan.register(verbs, common)
     cmd_servers.register(verbs, common)
     cmd_metrics.register(verbs, common)
+    cmd_bench.register(verbs, common)
     cmd_sim.register(verbs, common)
     return parser

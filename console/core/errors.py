@@ -40,3 +40,7 @@ class PlacementError(UsageError):
 
 class StateError(ConsoleError):
     """The state directory or a file in it cannot be used."""
+
+
+class ServerStartFailed(ConsoleError):
+    """A server launched for a benchmark cell failed or never became ready."""

@@ -131,10 +131,12 @@ class SimulatedGpuBackend:
         )
 
     def compute_processes(self, index: int) -> tuple[GpuProcess, ...]:
+        """Processes on a GPU now (read afresh: launch preflight depends on it)."""
         self._check(index)
+        publications = read_publications(self.load_dir) if self.load_dir else []
         return tuple(
             GpuProcess(index, publication.pid, publication.gpus[index].mem_used_bytes)
-            for publication in self._fresh_publications()
+            for publication in publications
             if index in publication.gpus
         )
 

@@ -54,6 +54,8 @@ class SimRequest:
     admitted_at: float | None = None
     dp_rank: int = 0
     aborted: bool = False
+    first_sent_at: float | None = None
+    record: FinishedRecord | None = None
 
     @property
     def done(self) -> bool:
@@ -260,20 +262,20 @@ class Engine:
         else:
             request.finish_reason = {"type": "stop", "matched": 151645}
         if request.log_metrics:
-            self.stats.on_finished(
-                FinishedRecord(
-                    rid=request.rid,
-                    dp_rank=self.rank,
-                    arrival=request.arrival,
-                    first_token=request.first_token_at or now,
-                    finished=now,
-                    prompt_tokens=request.input_len,
-                    completion_tokens=request.generated,
-                    verify_ct=request.verify_ct,
-                    chunks=len(request.chunks),
-                    streaming=request.streaming,
-                )
+            request.record = FinishedRecord(
+                rid=request.rid,
+                dp_rank=self.rank,
+                arrival=request.arrival,
+                first_token=request.first_token_at or now,
+                finished=now,
+                prompt_tokens=request.input_len,
+                completion_tokens=request.generated,
+                verify_ct=request.verify_ct,
+                chunks=len(request.chunks),
+                streaming=request.streaming,
+                first_sent=request.first_sent_at,
             )
+            self.stats.on_finished(request.record)
         request.event.set()
 
     def _publish_load(self) -> None:

@@ -33,6 +33,8 @@ class ApiKeyMiddleware:
         self.state = state
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # The earliest moment the server knows of a request (ground truth for TTFT).
+        scope["sim_received"] = self.state.clock.now()
         key = self.state.api_key
         if (
             scope["type"] != "http"
@@ -251,6 +253,7 @@ class Handlers:
         return None
 
     async def generate(self, request: Request) -> Response:
+        received = request.scope.get("sim_received", self.state.clock.now())
         body = await self._body(request)
         if isinstance(body, Response):
             return body
@@ -282,6 +285,7 @@ class Handlers:
             ignore_eos=bool(params.get("ignore_eos")),
             streaming=stream,
             rid=body.get("rid"),
+            arrival=received,
         )
         engine = self.state.submit(sim_request)
         if not stream:
@@ -300,6 +304,7 @@ class Handlers:
         try:
             async for chunks, last in _chunks(sim_request):
                 await self._maybe_crash(sim_request)
+                self._mark_sent(sim_request)
                 parts = [
                     "data: "
                     + self._native_event(sim_request, chunk, last and i == len(chunks) - 1)
@@ -345,12 +350,19 @@ class Handlers:
             "spec_verify_ct": req.verify_ct,
         }
 
+    def _mark_sent(self, req: SimRequest) -> None:
+        if req.first_sent_at is None:
+            req.first_sent_at = self.state.clock.now()
+            if req.record is not None:
+                req.record.first_sent = req.first_sent_at
+
     async def _maybe_crash(self, req: SimRequest) -> None:
         fault = self.state.options.fault("crash-mid-stream")
         if fault and req.generated >= fault.number(32) and not req.rid.startswith(WARMUP_RID):
             await self.on_fault("crash-mid-stream")
 
     async def _openai(self, request: Request, chat: bool) -> Response:
+        received = request.scope.get("sim_received", self.state.clock.now())
         body = await self._body(request)
         if isinstance(body, Response):
             return body
@@ -382,6 +394,7 @@ class Handlers:
             max_new=max_new,
             ignore_eos=bool(body.get("ignore_eos")),
             streaming=stream,
+            arrival=received,
         )
         engine = self.state.submit(sim_request)
         spec_details = bool(body.get("return_spec_tokens_details"))
@@ -422,6 +435,7 @@ class Handlers:
             previous_end = 0
             async for chunks, _last in _chunks(req):
                 await self._maybe_crash(req)
+                self._mark_sent(req)
                 parts = []
                 for chunk in chunks:
                     end = req.tokens.text_ends[chunk.completion_tokens]

@@ -64,6 +64,7 @@ class SimState:
         streaming: bool,
         rid: str | None = None,
         log_metrics: bool = True,
+        arrival: float | None = None,
     ) -> SimRequest:
         number = next(self._rid)
         stop_at = max_new
@@ -77,7 +78,7 @@ class SimState:
             stop_at=stop_at,
             streaming=streaming,
             tokens=TokenStream(self.options.seed * 7919 + number, self.model.vocab),
-            arrival=self.clock.now(),
+            arrival=self.clock.now() if arrival is None else arrival,
             log_metrics=log_metrics,
         )
 

@@ -119,9 +119,11 @@ class FinishedRecord:
     verify_ct: int
     chunks: int
     streaming: bool
+    first_sent: float | None = None
+    """When the first chunk went to the socket (the server-side view of a client's TTFT)."""
 
     def to_json(self) -> dict[str, Any]:
-        ttft = self.first_token - self.arrival
+        ttft = (self.first_sent or self.first_token) - self.arrival
         itl = (
             (self.finished - self.first_token) / (self.completion_tokens - 1)
             if self.completion_tokens > 1
@@ -134,6 +136,7 @@ class FinishedRecord:
             "first_token_s": self.first_token,
             "finished_s": self.finished,
             "ttft_s": ttft,
+            "ttft_engine_s": self.first_token - self.arrival,
             "e2e_s": self.finished - self.arrival,
             "itl_s": itl,
             "prompt_tokens": self.prompt_tokens,

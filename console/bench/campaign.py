@@ -1,0 +1,450 @@
+"""Run benchmark cells level by level, keeping everything on disk as it happens.
+
+A cell is one server: launched from profile x layout x variant through a `ServerControl`
+(campaigns), or an already running server (`bench --server/--url`). Each level's requests
+are appended as they finish; a level line with the server's counters is written when it
+ends; summaries are rebuilt after every level. `--resume` skips what is finished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import httpx
+
+from console import __version__
+from console.bench.cells import meta_from_plan, meta_from_server_info
+from console.bench.client import Endpoint, RequestResult, make_client
+from console.bench.levels import LevelOutcome, LevelSpec, Target, run_level
+from console.bench.recorder import TelemetryRecorder
+from console.bench.rundir import RunDir, RunWriteError
+from console.bench.summary import write_summaries
+from console.bench.workload import Workload
+from console.core.errors import ServerStartFailed
+from console.hw.backend import GpuBackend
+
+Event = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class StartedServer:
+    """A server a cell runs against (launched by the control, or given by the user)."""
+
+    server_id: str | None
+    url: str
+    headers: dict[str, str] = field(default_factory=dict)
+    gpus: tuple[int, ...] = ()
+    plan: dict[str, Any] | None = None
+
+
+class ServerHandle(Protocol):
+    """What a launched server offers a campaign (StartedServer is one)."""
+
+    @property
+    def server_id(self) -> str | None: ...
+
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def headers(self) -> dict[str, str]: ...
+
+    @property
+    def gpus(self) -> tuple[int, ...]: ...
+
+    @property
+    def plan(self) -> dict[str, Any] | None: ...
+
+
+class ServerControl(Protocol):
+    """Lifecycle as a campaign needs it (implemented over the server manager)."""
+
+    def start(self, profile: str, layout: str, variant: str, on_event: Event) -> ServerHandle:
+        """Launch and wait for ready; raises ServerStartFailed with the classified reason."""
+
+    def failure(self, server_id: str) -> str | None:
+        """Why the server died, if it did."""
+
+    def stop(self, server_id: str) -> None: ...
+
+
+@dataclass
+class CellPlan:
+    cell_id: str
+    profile: str | None
+    layout: str | None
+    variant: str | None
+    meta: dict[str, Any] = field(default_factory=dict)
+    fixed: ServerHandle | None = None
+    """A server given on the command line (no lifecycle)."""
+
+
+@dataclass
+class RunOptions:
+    endpoint: Endpoint
+    workload: Workload
+    levels: list[LevelSpec]
+
+
+async def server_info(client: httpx.AsyncClient, server: ServerHandle) -> dict[str, Any] | None:
+    try:
+        response = await client.get(f"{server.url}/server_info", headers=server.headers, timeout=30)
+        data = response.json() if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def redact_server_info(info: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Server info as kept in a run: secrets replaced by ***."""
+    if info is None:
+        return None
+    clean = dict(info)
+    for key in ("api_key", "admin_api_key"):
+        if clean.get(key):
+            clean[key] = "***"
+    command = clean.get("launch_command")
+    if isinstance(command, str):
+        clean["launch_command"] = _redact_argv_text(command)
+    return clean
+
+
+def _redact_argv_text(command: str) -> str:
+    parts = command.split()
+    out = []
+    hide = False
+    for part in parts:
+        if hide:
+            out.append("***")
+            hide = False
+        elif part in ("--api-key", "--admin-api-key"):
+            out.append(part)
+            hide = True
+        elif part.startswith(("--api-key=", "--admin-api-key=")):
+            out.append(part.split("=", 1)[0] + "=***")
+        else:
+            out.append(part)
+    return " ".join(out)
+
+
+def fingerprint(gpu_backend: GpuBackend | None, demo: bool) -> dict[str, Any]:
+    names: list[str] = []
+    driver = None
+    if gpu_backend is not None:
+        from console.hw.backend import GpuDeviceError, GpuUnavailable
+
+        try:
+            gpu_backend.open()
+            driver = gpu_backend.driver_version()
+            for index in range(gpu_backend.device_count()):
+                try:
+                    names.append(gpu_backend.static_info(index).name)
+                except GpuDeviceError:
+                    names.append(f"GPU {index} (unreadable)")
+        except GpuUnavailable as exc:
+            names = [f"none ({exc.reason})"]
+    distinct = sorted(set(names))
+    return {
+        "host": socket.gethostname(),
+        "gpu_names": ", ".join(f"{names.count(n)}x {n}" for n in distinct) if names else None,
+        "gpu_count": len(names),
+        "driver": driver,
+        "ddconsole_version": __version__,
+        "demo": demo,
+    }
+
+
+class CampaignRunner:
+    def __init__(
+        self,
+        run: RunDir,
+        cells: list[CellPlan],
+        options: RunOptions,
+        *,
+        control: ServerControl | None,
+        gpu_backend: GpuBackend | None,
+        on_event: Event,
+        telemetry_interval_s: float = 1.0,
+    ) -> None:
+        self.run = run
+        self.cells = cells
+        self.options = options
+        self.control = control
+        self.gpu_backend = gpu_backend
+        self.on_event = on_event
+        self.telemetry_interval_s = telemetry_interval_s
+        self.stop = asyncio.Event()
+        self.attempt = 1
+        self._progress: dict[str, Any] = {"cell": None, "level": None, "done": 0, "planned": 0}
+
+    # -- bookkeeping ---------------------------------------------------------------------
+
+    def _cell_meta(self, cell: CellPlan, **changes: Any) -> None:
+        meta = self.run.meta()
+        cells = meta.setdefault("cells", [])
+        entry = next((c for c in cells if c["cell_id"] == cell.cell_id), None)
+        if entry is None:
+            entry = {
+                "cell_id": cell.cell_id,
+                "profile": cell.profile,
+                "layout": cell.layout,
+                "variant": cell.variant,
+                **cell.meta,
+            }
+            cells.append(entry)
+        entry.update(changes)
+        self.run.write_meta(meta)
+
+    def _finished_levels(self, cell: CellPlan) -> set[int]:
+        return {
+            int(row["level"])
+            for row in self.run.read_jsonl("levels.jsonl")
+            if row.get("cell") == cell.cell_id and row.get("status") == "done"
+        }
+
+    def _write_progress(self) -> None:
+        import json
+
+        self.run.write_text(
+            "progress.json", json.dumps({**self._progress, "updated_wall": time.time()})
+        )
+
+    # -- running -------------------------------------------------------------------------
+
+    async def run_all(self) -> str:
+        """Run every unfinished cell; returns the run's final status."""
+        self.run.claim()
+        attempts = list(self.run.meta().get("attempts", []))
+        self.attempt = len(attempts) + 1
+        attempts.append({"attempt": self.attempt, "pid": os.getpid(), "started_wall": time.time()})
+        self.run.update_meta(status="running", pid=os.getpid(), attempts=attempts)
+        await self._stop_leftovers()
+        for cell in self.cells:
+            self._cell_meta(cell)
+        status = "done"
+        try:
+            for cell in self.cells:
+                if self.stop.is_set():
+                    break
+                await self._run_cell(cell)
+            if self.stop.is_set():
+                status = "interrupted"
+            elif all(c.get("status") == "failed" for c in self.run.meta().get("cells", [])):
+                status = "failed"
+        except RunWriteError:
+            status = "interrupted"
+            raise
+        finally:
+            self.run.release()
+            try:
+                self.run.update_meta(status=status, ended_wall=time.time())
+                write_summaries(self.run)
+            except RunWriteError:
+                pass
+        return status
+
+    async def _stop_leftovers(self) -> None:
+        """Servers an interrupted earlier attempt of this run left running (a SIGKILL)."""
+        if self.control is None:
+            return
+        for entry in self.run.meta().get("cells", []):
+            if entry.get("status") in ("starting", "running") and entry.get("server_id"):
+                self.on_event(
+                    f"{entry['cell_id']}: stopping {entry['server_id']} left by an "
+                    "interrupted attempt"
+                )
+                await asyncio.to_thread(self.control.stop, entry["server_id"])
+
+    async def _run_cell(self, cell: CellPlan) -> None:
+        finished = self._finished_levels(cell)
+        pending = [lv for lv in self.options.levels if lv.index not in finished]
+        if not pending:
+            self.on_event(f"{cell.cell_id}: already done, skipped")
+            return
+        self._cell_meta(cell, status="starting", reason=None)
+        started: ServerHandle | None = cell.fixed
+        if started is None:
+            assert self.control is not None
+            self.on_event(f"{cell.cell_id}: launching")
+            try:
+                started = await asyncio.to_thread(
+                    self.control.start,
+                    cell.profile or "",
+                    cell.layout or "",
+                    cell.variant or "",
+                    self.on_event,
+                )
+            except ServerStartFailed as exc:
+                self._cell_meta(cell, status="failed", reason=exc.message)
+                self.on_event(f"{cell.cell_id}: FAILED to start: {exc.message}")
+                write_summaries(self.run)
+                return
+        try:
+            await self._run_levels(cell, started, pending)
+        finally:
+            if cell.fixed is None and started.server_id and self.control is not None:
+                self.on_event(f"{cell.cell_id}: stopping {started.server_id}")
+                await asyncio.to_thread(self.control.stop, started.server_id)
+
+    async def _run_levels(
+        self, cell: CellPlan, server: ServerHandle, levels: list[LevelSpec]
+    ) -> None:
+        concurrency = max((lv.concurrency or 1) for lv in levels)
+        async with make_client(concurrency) as client:
+            info = await server_info(client, server)
+            sim = (info or {}).get("sim") if info else None
+            scale = float(sim["speed"]) if isinstance(sim, dict) and sim.get("speed") else 1.0
+            target = Target(
+                server.url, dict(server.headers), (info or {}).get("served_model_name"), scale, info
+            )
+            derived = meta_from_plan(server.plan) if server.plan else meta_from_server_info(info)
+            self._cell_meta(cell, **{k: v for k, v in derived.items() if v is not None})
+            self._cell_meta(
+                cell,
+                status="running",
+                server_id=server.server_id,
+                url=server.url,
+                gpus=list(server.gpus),
+                plan=server.plan,
+                server_info=redact_server_info(info),
+                sglang_version=(info or {}).get("version"),
+                time_scale=scale,
+            )
+            if scale != 1.0:
+                self.run.update_meta(time_scale=scale)
+            recorder = TelemetryRecorder(
+                self.run,
+                self.gpu_backend,
+                target,
+                client,
+                interval_s=self.telemetry_interval_s,
+                server_id=server.server_id or server.url,
+            )
+            await recorder.start()
+            try:
+                for level in levels:
+                    if self.stop.is_set():
+                        break
+                    outcome = await self._run_level(cell, client, target, level)
+                    if outcome is None:
+                        return
+            finally:
+                await recorder.stop()
+        if not self.stop.is_set():
+            self._cell_meta(cell, status="done")
+
+    async def _run_level(
+        self, cell: CellPlan, client: httpx.AsyncClient, target: Target, level: LevelSpec
+    ) -> LevelOutcome | None:
+        planned = level.requests or 0
+        self._progress.update(cell=cell.cell_id, level=level.index, done=0, planned=planned)
+        self._write_progress()
+        self.on_event(f"{cell.cell_id}: level {level.index} ({level.label})")
+        last_progress = time.monotonic()
+
+        def on_result(index: int, result: RequestResult) -> None:
+            nonlocal last_progress
+            self.run.append(
+                "requests.jsonl",
+                {
+                    "cell": cell.cell_id,
+                    "level": level.index,
+                    "attempt": self.attempt,
+                    "index": index,
+                    **result.to_json(),
+                },
+                finite=False,
+            )
+            self._progress["done"] = int(self._progress["done"] or 0) + 1
+            if time.monotonic() - last_progress > 1.0:
+                last_progress = time.monotonic()
+                self._write_progress()
+
+        outcome = await run_level(
+            client,
+            target,
+            self.options.endpoint,
+            self.options.workload,
+            level,
+            on_result=on_result,
+            stop=self.stop,
+        )
+        errors = [r for r in outcome.results if r.error]
+        failure = None
+        if errors and cell.fixed is None and self.control is not None:
+            failure = await asyncio.to_thread(self._failure_of, cell)
+        status = "interrupted" if outcome.interrupted else ("failed" if failure else "done")
+        self.run.append(
+            "levels.jsonl",
+            {
+                "cell": cell.cell_id,
+                "level": level.index,
+                "attempt": self.attempt,
+                "label": level.label,
+                "concurrency": level.concurrency,
+                "rate": level.rate,
+                "requests_planned": level.requests,
+                "started_wall": outcome.started_wall,
+                "ended_wall": outcome.ended_wall,
+                "wall_s": outcome.wall_s,
+                "time_scale": target.time_scale,
+                "counters_before": outcome.counters_before,
+                "counters_after": outcome.counters_after,
+                "status": status,
+                "error": failure,
+            },
+        )
+        summary = write_summaries(self.run)
+        level_summary: dict[str, Any] = next(
+            (
+                lv
+                for c in summary["cells"]
+                if c["cell_id"] == cell.cell_id
+                for lv in c["levels"]
+                if lv["level"] == level.index
+            ),
+            {},
+        )
+        self.on_event(_level_line(cell.cell_id, level_summary))
+        if failure:
+            self._cell_meta(cell, status="failed", reason=failure)
+            self.on_event(f"{cell.cell_id}: FAILED: {failure}")
+            return None
+        return outcome
+
+    def _failure_of(self, cell: CellPlan) -> str | None:
+        meta = self.run.meta()
+        entry: dict[str, Any] = next(
+            (c for c in meta.get("cells", []) if c["cell_id"] == cell.cell_id), {}
+        )
+        server_id = entry.get("server_id")
+        if not server_id or self.control is None:
+            return None
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            reason = self.control.failure(server_id)
+            if reason:
+                return reason
+            time.sleep(0.1)
+        return None
+
+
+def _level_line(cell_id: str, level: dict[str, Any]) -> str:
+    def fmt(value: Any, spec: str, scale: float = 1.0) -> str:
+        return "-" if value is None else f"{value * scale:{spec}}"
+
+    errors = f", {level.get('errors')} errors" if level.get("errors") else ""
+    return (
+        f"{cell_id}: level {level.get('level')} done: {fmt(level.get('output_tok_s'), '.1f')}"
+        f" tok/s, accept {fmt(level.get('accept_length'), '.2f')}, step "
+        f"{fmt(level.get('step_time_s'), '.1f', 1000)} ms, TTFT p50 "
+        f"{fmt(level.get('ttft_p50_s'), '.0f', 1000)} ms, ITL p50 "
+        f"{fmt(level.get('itl_p50_s'), '.1f', 1000)} ms ({level.get('requests')} requests"
+        f"{errors})"
+    )

@@ -1,0 +1,362 @@
+"""One streamed request, timed as DESIGN 4 defines: TTFT, per-request ITL, chunk gaps.
+
+Runs on `httpx.AsyncClient` over the `httpx-aiohttp` transport. The native `/generate` stream
+repeats the whole text so far in every chunk; only `completion_tokens` is read from each
+chunk (a byte search), and only the final chunk is decoded in full.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import time
+from array import array
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import aiohttp
+import httpx
+from httpx_aiohttp import AiohttpTransport
+
+from console.bench.workload import Prompt
+
+_COMPLETION = b'"completion_tokens":'
+
+
+class Endpoint(StrEnum):
+    GENERATE = "generate"
+    CHAT = "chat"
+    COMPLETIONS = "completions"
+
+    @property
+    def path(self) -> str:
+        return {
+            "generate": "/generate",
+            "chat": "/v1/chat/completions",
+            "completions": "/v1/completions",
+        }[self.value]
+
+
+@dataclass
+class RequestResult:
+    """A request as measured; durations in the server's seconds (real time x time scale)."""
+
+    send_wall: float
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    output_tokens: int | None = None
+    prompt_tokens: int | None = None
+    chunks: int = 0
+    token_chunks: int = 0
+    itl_s: float | None = None
+    chunk_gaps_us: array[int] = field(default_factory=lambda: array("q"))
+    spec_verify_ct: int | None = None
+    accept_length: float | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+
+    @property
+    def tokens_per_chunk(self) -> float | None:
+        if not self.output_tokens or not self.token_chunks:
+            return None
+        return self.output_tokens / self.token_chunks
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "send_wall": self.send_wall,
+            "ttft_s": self.ttft_s,
+            "e2e_s": self.e2e_s,
+            "output_tokens": self.output_tokens,
+            "prompt_tokens": self.prompt_tokens,
+            "chunks": self.chunks,
+            "token_chunks": self.token_chunks,
+            "tokens_per_chunk": self.tokens_per_chunk,
+            "itl_s": self.itl_s,
+            "chunk_gaps_us": list(self.chunk_gaps_us),
+            "spec_verify_ct": self.spec_verify_ct,
+            "accept_length": self.accept_length,
+            "finish_reason": self.finish_reason,
+            "error": self.error,
+        }
+
+
+def make_client(
+    concurrency: int, timeout_s: float = 600.0, *, verify: bool = False
+) -> httpx.AsyncClient:
+    """One client per run, its pool sized to the concurrency (httpx caps at 100 otherwise)."""
+    size = max(1, concurrency) + 4
+    limits = httpx.Limits(max_connections=size, max_keepalive_connections=size)
+    return httpx.AsyncClient(
+        # Servers here speak plain HTTP: skip loading the CA bundle (tens of milliseconds).
+        transport=AiohttpTransport(limits=limits, trust_env=False, verify=verify),
+        timeout=httpx.Timeout(timeout_s, connect=10.0),
+        trust_env=False,
+    )
+
+
+def describe_error(exc: BaseException, chunks: int) -> str:
+    """What went wrong, by the underlying aiohttp error: httpx-aiohttp maps several
+    connection failures (a server that disconnects, say) onto timeout classes."""
+    cause = exc.__cause__ or exc
+    kind = type(cause).__name__
+    where = f" after {chunks} chunks" if chunks else ""
+    if isinstance(cause, aiohttp.ServerDisconnectedError):
+        return f"server disconnected{where}"
+    if isinstance(cause, aiohttp.ClientConnectorError):
+        return "connection refused"
+    if isinstance(cause, aiohttp.ClientPayloadError):
+        return f"stream broken{where}: {cause}"
+    if isinstance(cause, aiohttp.SocketTimeoutError | TimeoutError) or (
+        isinstance(exc, httpx.TimeoutException) and cause is exc
+    ):
+        return f"timed out{where}"
+    if isinstance(cause, aiohttp.ClientOSError | ConnectionError):
+        return f"connection error{where}: {cause}"
+    return f"{kind}{where}: {cause}"
+
+
+def request_body(endpoint: Endpoint, prompt: Prompt, model: str | None) -> dict[str, Any]:
+    if endpoint is Endpoint.GENERATE:
+        body: dict[str, Any] = {
+            "stream": True,
+            "sampling_params": {
+                "max_new_tokens": prompt.output_len,
+                "ignore_eos": True,
+                "temperature": 0.0,
+            },
+        }
+        if prompt.input_ids is not None:
+            body["input_ids"] = list(prompt.input_ids)
+        else:
+            body["text"] = prompt.text
+        return body
+    common: dict[str, Any] = {
+        "model": model or "default",
+        "stream": True,
+        "max_tokens": prompt.output_len,
+        "ignore_eos": True,
+        "temperature": 0.0,
+        "stream_options": {"include_usage": True},
+        "return_spec_tokens_details": True,
+    }
+    if endpoint is Endpoint.CHAT:
+        text = (
+            prompt.text
+            if prompt.text is not None
+            else " ".join(str(i) for i in prompt.input_ids or ())
+        )
+        return {**common, "messages": [{"role": "user", "content": text}]}
+    return {
+        **common,
+        "prompt": list(prompt.input_ids) if prompt.input_ids is not None else prompt.text,
+    }
+
+
+async def run_request(
+    client: httpx.AsyncClient,
+    url: str,
+    endpoint: Endpoint,
+    prompt: Prompt,
+    *,
+    model: str | None = None,
+    headers: dict[str, str] | None = None,
+    time_scale: float = 1.0,
+) -> RequestResult:
+    """Send one streamed request and time it; errors become `result.error`, never raise."""
+    # Serialised and built before the clock starts: only the exchange is timed.
+    content = json.dumps(request_body(endpoint, prompt, model), separators=(",", ":")).encode()
+    request = httpx.Request(
+        "POST",
+        _parsed_url(url + endpoint.path),
+        content=content,
+        headers={"Content-Type": "application/json", **(headers or {})},
+    )
+    result = RequestResult(send_wall=time.time())
+    start = time.perf_counter()
+    try:
+        async with _streamed(client, request) as response:
+            if response.status_code != 200:
+                text = (await response.aread())[:300].decode(errors="replace")
+                result.error = f"HTTP {response.status_code}: {text.strip()}"
+                return result
+            if endpoint is Endpoint.GENERATE:
+                await _read_native(response, result, start, time_scale)
+            else:
+                await _read_openai(response, result, start, time_scale, endpoint)
+    except httpx.HTTPError as exc:
+        result.error = describe_error(exc, result.chunks)
+    except (aiohttp.ClientError, ConnectionError, TimeoutError) as exc:
+        result.error = describe_error(exc, result.chunks)
+    if result.error is None and result.output_tokens is None:
+        result.error = f"stream ended without a final chunk after {result.chunks} chunks"
+    return result
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed_url(url: str) -> httpx.URL:
+    return httpx.URL(url)
+
+
+@contextlib.asynccontextmanager
+async def _streamed(
+    client: httpx.AsyncClient, request: httpx.Request
+) -> AsyncIterator[httpx.Response]:
+    response = await client.send(request, stream=True)
+    try:
+        yield response
+    finally:
+        await response.aclose()
+
+
+def _events(buffer: bytes) -> tuple[list[bytes], bytes]:
+    parts = buffer.split(b"\n\n")
+    return parts[:-1], parts[-1]
+
+
+def _finish(
+    result: RequestResult,
+    start: float,
+    first: float | None,
+    last: float | None,
+    now: float,
+    scale: float,
+) -> None:
+    result.e2e_s = (now - start) * scale
+    if first is not None:
+        result.ttft_s = (first - start) * scale
+    tokens = result.output_tokens or 0
+    if first is not None and last is not None and tokens > 1:
+        result.itl_s = (last - first) * scale / (tokens - 1)
+
+
+async def _read_native(
+    response: httpx.Response, result: RequestResult, start: float, scale: float
+) -> None:
+    """Per network read, not per event: events that arrive in the same read arrived at the
+    same instant, so they are counted (in C, `bytes.count`) and only the last one's
+    `completion_tokens` is read (searched from the end, where meta_info sits). Only the final
+    chunk is decoded as JSON. Raw newlines never occur inside SSE JSON, so `\\n\\n` marks
+    event ends exactly."""
+    pending = b""
+    first: float | None = None
+    last: float | None = None
+    previous_read: float | None = None
+    tokens = 0
+    final: bytes | None = None
+    gaps = result.chunk_gaps_us
+    chunks = 0
+    token_chunks = 0
+    async for data in response.aiter_raw():
+        now = time.perf_counter()
+        if pending:
+            data = pending + data
+        cut = data.rfind(b"\n\n")
+        if cut < 0:
+            pending = data
+            continue
+        pending = data[cut + 2 :]
+        # Event ends, walked backwards (rfind is memrchr-fast; count is not).
+        last_start = data.rfind(b"\n\n", 0, cut) + 2  # 0 when the read holds one event
+        events = 1
+        boundary = last_start - 2
+        while boundary >= 0:
+            events += 1
+            boundary = data.rfind(b"\n\n", 0, boundary)
+        if data.endswith(b"data: [DONE]", 0, cut):
+            events -= 1
+            if events <= 0:
+                continue
+            cut = last_start - 2
+            last_start = data.rfind(b"\n\n", 0, cut) + 2
+        found = data.rfind(_COMPLETION, last_start, cut)
+        if found < 0:
+            error_at = data.find(b'data: {"error"', 0, cut)
+            if error_at >= 0:
+                end = data.find(b"\n\n", error_at)
+                message = json.loads(data[error_at + 6 : end]).get("error", {})
+                result.error = str(message.get("message", message))
+                result.chunks = chunks + events
+                return
+            continue
+        begin = found + len(_COMPLETION)
+        stop = data.find(b",", begin, cut)
+        if stop < 0:
+            stop = data.find(b"}", begin, cut)
+        count = int(data[begin:stop])
+        chunks += events
+        if previous_read is not None:
+            gaps.append(int((now - previous_read) * scale * 1e6))
+        if events > 1:
+            gaps.extend(array("q", bytes(8 * (events - 1))))
+        previous_read = now
+        if count > tokens:
+            if first is None:
+                first = now
+            last = now
+            tokens = count
+            token_chunks += events
+        reason = data.rfind(b'"finish_reason":', last_start, found)
+        if reason >= 0 and data[reason + 16 : reason + 17] == b"{":
+            final = data[last_start:cut]
+    result.chunks = chunks
+    result.token_chunks = token_chunks
+    now = time.perf_counter()
+    result.output_tokens = tokens if final is not None else None
+    if final is not None:
+        meta = json.loads(final[final.index(b"{") :]).get("meta_info", {})
+        result.prompt_tokens = meta.get("prompt_tokens")
+        result.spec_verify_ct = meta.get("spec_verify_ct")
+        result.accept_length = meta.get("spec_accept_length")
+        reason_info = meta.get("finish_reason")
+        result.finish_reason = reason_info.get("type") if isinstance(reason_info, dict) else None
+    _finish(result, start, first, last, now, scale)
+
+
+async def _read_openai(
+    response: httpx.Response, result: RequestResult, start: float, scale: float, endpoint: Endpoint
+) -> None:
+    buffer = b""
+    first: float | None = None
+    last: float | None = None
+    previous_chunk: float | None = None
+    key = "content" if endpoint is Endpoint.CHAT else "text"
+    async for data in response.aiter_raw():
+        now = time.perf_counter()
+        buffer += data
+        events, buffer = _events(buffer)
+        for event in events:
+            if not event.startswith(b"data: {"):
+                continue
+            chunk = json.loads(event[6:])
+            if "error" in chunk and "choices" not in chunk:
+                result.error = str(chunk["error"])
+                return
+            result.chunks += 1
+            if previous_chunk is not None:
+                result.chunk_gaps_us.append(int((now - previous_chunk) * scale * 1e6))
+            previous_chunk = now
+            for choice in chunk.get("choices") or ():
+                piece = (
+                    (choice.get("delta") or {}).get(key)
+                    if endpoint is Endpoint.CHAT
+                    else choice.get("text")
+                )
+                if piece:
+                    if first is None:
+                        first = now
+                    last = now
+                    result.token_chunks += 1
+                if choice.get("finish_reason"):
+                    result.finish_reason = choice["finish_reason"]
+            details = (chunk.get("sglext") or {}).get("spec_tokens_details")
+            if isinstance(details, dict):
+                result.spec_verify_ct = details.get("spec_verify_ct")
+                result.accept_length = details.get("spec_accept_length")
+            usage = chunk.get("usage")
+            if isinstance(usage, dict) and usage.get("completion_tokens") is not None:
+                result.output_tokens = int(usage["completion_tokens"])
+                result.prompt_tokens = usage.get("prompt_tokens")
+    _finish(result, start, first, last, time.perf_counter(), scale)

@@ -1,0 +1,281 @@
+"""Run one benchmark level: closed-loop concurrency or open-loop Poisson arrivals.
+
+Server counters are read just before and just after the level, so acceptance is measured
+over the level alone (never SGLang's lifetime average). Warm-up requests are not recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from console.bench.client import Endpoint, RequestResult, run_request
+from console.bench.workload import Prompt, Workload
+from console.telemetry.prometheus import MetricsParseError, parse
+
+COUNTER_NAMES = frozenset(
+    {
+        "sglang:spec_verify_calls_total",
+        "sglang:generation_tokens_total",
+        "sglang:realtime_tokens_total",
+        "sglang:num_requests_total",
+        "sglang:spec_accept_length",
+        "sglang:spec_accept_rate",
+        "sglang:gen_throughput",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A ready server to load: where, how to authenticate, and its clock."""
+
+    url: str
+    headers: dict[str, str] = field(default_factory=dict)
+    model: str | None = None
+    time_scale: float = 1.0
+    server_info: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class LevelSpec:
+    index: int
+    concurrency: int | None
+    rate: float | None
+    requests: int | None
+    duration_s: float | None
+    warmup: int = 1
+    flush_cache: bool = False
+
+    @property
+    def label(self) -> str:
+        if self.rate is not None:
+            cap = f", max {self.concurrency} in flight" if self.concurrency else ""
+            return f"rate {self.rate:g}/s{cap}"
+        return f"concurrency {self.concurrency}"
+
+
+@dataclass
+class LevelOutcome:
+    spec: LevelSpec
+    started_wall: float
+    ended_wall: float
+    wall_s: float
+    """Real seconds from the first send to the last completion."""
+    results: list[RequestResult]
+    counters_before: dict[str, float | None]
+    counters_after: dict[str, float | None]
+    interrupted: bool = False
+
+
+async def read_counters(client: httpx.AsyncClient, url: str) -> dict[str, float | None]:
+    """The counters acceptance and throughput are computed from, and the live gauge."""
+    try:
+        response = await client.get(f"{url}/metrics", timeout=10)
+        snapshot = parse(response.text, COUNTER_NAMES) if response.status_code == 200 else None
+    except (httpx.HTTPError, MetricsParseError):
+        snapshot = None
+    if snapshot is None:
+        return {}
+    gauges = [v for v in snapshot.values("sglang:spec_accept_length") if v > 0]
+    return {
+        "spec_verify_calls": snapshot.total("sglang:spec_verify_calls_total"),
+        "generation_tokens": snapshot.total("sglang:generation_tokens_total"),
+        "decode_tokens": snapshot.total("sglang:realtime_tokens_total", mode="decode"),
+        "requests": snapshot.total("sglang:num_requests_total"),
+        "accept_length_gauge": sum(gauges) / len(gauges) if gauges else None,
+    }
+
+
+async def flush_cache(client: httpx.AsyncClient, target: Target) -> str | None:
+    try:
+        response = await client.post(
+            f"{target.url}/flush_cache", params={"timeout": 60}, headers=target.headers, timeout=90
+        )
+    except httpx.HTTPError as exc:
+        return f"flush_cache failed: {exc}"
+    return None if response.status_code == 200 else f"flush_cache: HTTP {response.status_code}"
+
+
+async def run_level(
+    client: httpx.AsyncClient,
+    target: Target,
+    endpoint: Endpoint,
+    workload: Workload,
+    spec: LevelSpec,
+    *,
+    on_result: Callable[[int, RequestResult], None],
+    stop: asyncio.Event,
+) -> LevelOutcome:
+    """Run the level; `on_result(index, result)` sees each finished request at once."""
+    send = _sender(client, target, endpoint)
+    for prompt in workload.prompts(spec.warmup, level=10_000 + spec.index):
+        await send(prompt)
+    if spec.flush_cache:
+        await flush_cache(client, target)
+    before = await read_counters(client, target.url)
+    results: list[RequestResult] = []
+    started_wall = time.time()
+    start = time.perf_counter()
+    # A level's duration is in the server's seconds (a simulator may run faster than life).
+    deadline = start + spec.duration_s / target.time_scale if spec.duration_s else None
+    count = spec.requests if spec.requests is not None else 1_000_000
+    prompts = _PromptSource(workload, spec.index, count)
+
+    def keep(index: int, result: RequestResult) -> None:
+        results.append(result)
+        on_result(index, result)
+
+    if spec.rate is not None:
+        await _open_loop(send, prompts, spec, deadline, stop, keep)
+    else:
+        await _closed_loop(send, prompts, spec.concurrency or 1, deadline, stop, keep)
+    wall = time.perf_counter() - start
+    after = await read_counters(client, target.url)
+    return LevelOutcome(
+        spec, started_wall, time.time(), wall, results, before, after, interrupted=stop.is_set()
+    )
+
+
+class _PromptSource:
+    """Prompts for one level, generated in batches as the level consumes them."""
+
+    def __init__(self, workload: Workload, level: int, count: int) -> None:
+        self.workload = workload
+        self.level = level
+        self.count = count
+        self.issued = 0
+        self._buffer: list[Prompt] = []
+        self._batches = 0
+
+    def next(self) -> tuple[int, Prompt] | None:
+        if self.issued >= self.count:
+            return None
+        if not self._buffer:
+            batch = min(256, self.count - self.issued)
+            self._buffer = self.workload.prompts(batch, level=self.level * 1000 + self._batches)
+            self._batches += 1
+        index = self.issued
+        self.issued += 1
+        return index, self._buffer.pop(0)
+
+
+def _sender(
+    client: httpx.AsyncClient, target: Target, endpoint: Endpoint
+) -> Callable[[Prompt], Any]:
+    async def send(prompt: Prompt) -> RequestResult:
+        return await run_request(
+            client,
+            target.url,
+            endpoint,
+            prompt,
+            model=target.model,
+            headers=target.headers,
+            time_scale=target.time_scale,
+        )
+
+    return send
+
+
+async def _closed_loop(
+    send: Callable[[Prompt], Any],
+    prompts: _PromptSource,
+    concurrency: int,
+    deadline: float | None,
+    stop: asyncio.Event,
+    keep: Callable[[int, RequestResult], None],
+) -> None:
+    """`concurrency` workers, each sending its next request when the last one finishes."""
+    failure: list[BaseException] = []
+
+    async def worker() -> None:
+        while not stop.is_set() and not failure:
+            if deadline is not None and time.perf_counter() >= deadline:
+                return
+            item = prompts.next()
+            if item is None:
+                return
+            index, prompt = item
+            result = await send(prompt)
+            try:
+                keep(index, result)
+            except Exception as exc:  # results cannot be kept: stop the level
+                failure.append(exc)
+                return
+
+    pending: set[asyncio.Task[None]] = {
+        asyncio.create_task(worker()) for _ in range(max(1, concurrency))
+    }
+    stopper = asyncio.create_task(stop.wait())
+    while pending:
+        done, _ = await asyncio.wait(pending | {stopper}, return_when=asyncio.FIRST_COMPLETED)
+        pending -= done
+        if stop.is_set() or failure:
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+            break
+    stopper.cancel()
+    await asyncio.gather(stopper, return_exceptions=True)
+    if failure:
+        raise failure[0]
+
+
+async def _open_loop(
+    send: Callable[[Prompt], Any],
+    prompts: _PromptSource,
+    spec: LevelSpec,
+    deadline: float | None,
+    stop: asyncio.Event,
+    keep: Callable[[int, RequestResult], None],
+) -> None:
+    """Poisson arrivals at `spec.rate` per second (capped in flight by `concurrency`)."""
+    rng = random.Random(f"arrivals:{spec.index}")
+    limit = asyncio.Semaphore(spec.concurrency) if spec.concurrency else None
+    tasks: set[asyncio.Task[None]] = set()
+    rate = spec.rate or 1.0
+    next_send = time.perf_counter()
+
+    failure: list[BaseException] = []
+
+    async def one(index: int, prompt: Prompt) -> None:
+        if limit is not None:
+            async with limit:
+                result = await send(prompt)
+        else:
+            result = await send(prompt)
+        try:
+            keep(index, result)
+        except Exception as exc:  # results cannot be kept: stop the level
+            failure.append(exc)
+
+    while not stop.is_set() and not failure:
+        item = prompts.next()
+        if item is None:
+            break
+        next_send += rng.expovariate(rate) if math.isfinite(rate) else 0.0
+        if deadline is not None and next_send >= deadline:
+            break
+        delay = next_send - time.perf_counter()
+        if delay > 0:
+            try:
+                await asyncio.wait_for(stop.wait(), delay)
+                break
+            except TimeoutError:
+                pass
+        task = asyncio.create_task(one(*item))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+    if stop.is_set() or failure:
+        for task in list(tasks):
+            task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    if failure:
+        raise failure[0]

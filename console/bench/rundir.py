@@ -1,0 +1,195 @@
+"""A run on disk: append-only JSONL as things happen, summaries derived from it.
+
+`run.json` (what was asked, the fingerprint, the cells), `levels.jsonl` (one line per finished
+level, with the server counters before and after), `requests.jsonl` (one line per finished
+request), `telemetry.jsonl` (samples), and `summary.json|csv|md` rebuilt from those after every
+level. A kill loses at most the requests in flight.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from console.core.errors import ConsoleError, UsageError
+from console.core.jsonio import atomic_write_json, atomic_write_text, dumps_line
+
+SCHEMA_VERSION = 1
+
+
+class RunWriteError(ConsoleError):
+    """The results directory stopped accepting writes (full disk, permissions)."""
+
+
+def slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "run"
+
+
+def check_writable(folder: Path) -> None:
+    """Fail before anything starts when results could not be kept."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".write-test-{os.getpid()}"
+        probe.write_text("x" * 4096)
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(
+            f"results directory {folder} is not writable: {exc.strerror or exc}",
+            hint="choose another with --out",
+        ) from None
+
+
+@dataclass
+class RunDir:
+    path: Path
+
+    @property
+    def run_id(self) -> str:
+        return self.path.name
+
+    @classmethod
+    def create(cls, root: Path, name: str, meta: dict[str, Any]) -> RunDir:
+        check_writable(root)
+        run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{slug(name)}"
+        path = root / run_id
+        suffix = 1
+        while path.exists():
+            suffix += 1
+            path = root / f"{run_id}-{suffix}"
+        path.mkdir(parents=True)
+        run = cls(path)
+        run.write_meta(
+            {
+                "schema_version": SCHEMA_VERSION,
+                "run_id": path.name,
+                "name": name,
+                "created_wall": time.time(),
+                **meta,
+            }
+        )
+        return run
+
+    @classmethod
+    def open(cls, root: Path, run: str) -> RunDir:
+        """A run by id, unique id prefix, or path."""
+        candidate = Path(run)
+        if candidate.is_dir() and (candidate / "run.json").exists():
+            return cls(candidate)
+        if not root.is_dir():
+            raise UsageError(f"no run {run!r}: no runs yet in {root}")
+        ids = sorted(p.name for p in root.iterdir() if (p / "run.json").exists())
+        if run in ids:
+            return cls(root / run)
+        matches = [i for i in ids if i.startswith(run) or run in i]
+        if len(matches) == 1:
+            return cls(root / matches[0])
+        listed = ", ".join(ids[-8:]) or "none"
+        raise UsageError(
+            f"{'ambiguous' if matches else 'unknown'} run {run!r}; recent runs: {listed}"
+        )
+
+    # -- files ---------------------------------------------------------------------------
+
+    def meta(self) -> dict[str, Any]:
+        try:
+            data = json.loads((self.path / "run.json").read_text())
+        except (OSError, ValueError) as exc:
+            raise ConsoleError(f"{self.path / 'run.json'}: unreadable ({exc})") from None
+        if data.get("schema_version") != SCHEMA_VERSION:
+            raise ConsoleError(
+                f"{self.path}: run schema {data.get('schema_version')!r} is not "
+                f"{SCHEMA_VERSION}; written by another ddconsole version"
+            )
+        return dict(data)
+
+    def write_meta(self, data: dict[str, Any]) -> None:
+        self._guard(lambda: atomic_write_json(self.path / "run.json", data))
+
+    def update_meta(self, **changes: Any) -> dict[str, Any]:
+        data = self.meta()
+        data.update(changes)
+        self.write_meta(data)
+        return data
+
+    def append(self, name: str, record: dict[str, Any], *, finite: bool = True) -> None:
+        """One JSON line, flushed at once. `finite=False` skips turning NaN/inf into null
+        (for records that never hold them; the walk costs as much as the dump)."""
+        line = (dumps_line(record) if finite else json.dumps(record, separators=(",", ":"))) + "\n"
+
+        def write() -> None:
+            with (self.path / name).open("a", encoding="utf-8") as handle:
+                handle.write(line)
+                handle.flush()
+
+        self._guard(write)
+
+    def opened(self, name: str) -> TextIO:
+        return (self.path / name).open("a", encoding="utf-8")
+
+    def read_jsonl(self, name: str) -> list[dict[str, Any]]:
+        """Every complete line; a torn last line (a kill mid-write) is ignored."""
+        rows = []
+        try:
+            with (self.path / name).open(encoding="utf-8") as handle:
+                for line in handle:
+                    if not line.endswith("\n"):
+                        break
+                    try:
+                        row = json.loads(line)
+                    except ValueError:
+                        continue
+                    if isinstance(row, dict):
+                        rows.append(row)
+        except FileNotFoundError:
+            return []
+        return rows
+
+    def write_text(self, name: str, text: str) -> None:
+        self._guard(lambda: atomic_write_text(self.path / name, text, mode=0o644))
+
+    def _guard(self, action: Any) -> None:
+        try:
+            action()
+        except OSError as exc:
+            raise RunWriteError(
+                f"cannot write to {self.path}: {exc.strerror or exc}",
+                hint="free space there; everything written before this stays usable",
+            ) from None
+
+    # -- ownership (a running campaign) --------------------------------------------------
+
+    def claim(self) -> None:
+        from console.hw.procs import process_info
+
+        info = process_info(os.getpid())
+        atomic_write_json(
+            self.path / "owner.json",
+            {
+                "pid": os.getpid(),
+                "start_ticks": info.start_ticks if info else None,
+                "since_wall": time.time(),
+            },
+        )
+
+    def release(self) -> None:
+        try:
+            (self.path / "owner.json").unlink()
+        except FileNotFoundError:
+            pass
+
+    def owner_alive(self) -> int | None:
+        from console.hw.procs import is_running
+
+        try:
+            owner = json.loads((self.path / "owner.json").read_text())
+        except (OSError, ValueError):
+            return None
+        pid = owner.get("pid")
+        if isinstance(pid, int) and is_running(pid, owner.get("start_ticks")):
+            return pid
+        return None

@@ -1,0 +1,86 @@
+"""Campaign files: which cells (profile x layout x variant) and which levels to run."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from console.core.errors import ProfileError
+from console.profiles.loader import describe_error, format_key_path
+
+
+class CellSpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    profile: str
+    layout: str
+    variant: str
+
+
+class CampaignSpec(BaseModel):
+    """A campaign file. Cells are `profile` x `layouts` x `variants`, or an explicit list."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    name: str = Field(min_length=1)
+    description: str = ""
+    profile: str | None = None
+    layouts: list[str] = Field(default_factory=list)
+    variants: list[str] = Field(default_factory=list)
+    cells: list[CellSpec] = Field(default_factory=list)
+    concurrency: list[int] = Field(default_factory=lambda: [1])
+    rates: list[float] = Field(default_factory=list)
+    requests: int | None = Field(default=16, ge=1)
+    duration_s: float | None = Field(default=None, gt=0)
+    input_len: int = Field(default=512, ge=1)
+    output_len: int = Field(default=256, ge=1)
+    range_ratio: float = Field(default=1.0, gt=0, le=1)
+    endpoint: Literal["generate", "chat", "completions"] = "generate"
+    warmup: int = Field(default=1, ge=0)
+    flush_cache: bool = True
+    seed: int = 0
+    dataset: str | None = None
+    port: int | None = Field(default=None, ge=1, le=65535)
+    gpus: list[int] | None = None
+
+    @model_validator(mode="after")
+    def _cells_given(self) -> CampaignSpec:
+        if not self.cells and not (self.profile and self.layouts and self.variants):
+            raise ValueError("give `profile`, `layouts` and `variants`, or a `cells` list")
+        if any(c < 1 for c in self.concurrency):
+            raise ValueError("concurrency levels must be at least 1")
+        if any(r <= 0 for r in self.rates):
+            raise ValueError("rates must be positive (requests per second)")
+        if self.requests is None and self.duration_s is None:
+            raise ValueError("give `requests` or `duration_s` per level")
+        return self
+
+    def cell_list(self) -> list[CellSpec]:
+        if self.cells:
+            return list(self.cells)
+        assert self.profile is not None
+        return [
+            CellSpec(profile=self.profile, layout=layout, variant=variant)
+            for layout in self.layouts
+            for variant in self.variants
+        ]
+
+
+def load_campaign(path: Path) -> CampaignSpec:
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ProfileError(str(path), "", f"TOML syntax error: {exc}") from None
+    except OSError as exc:
+        raise ProfileError(str(path), "", f"cannot read: {exc.strerror or exc}") from None
+    try:
+        return CampaignSpec.model_validate(raw)
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        loc = tuple(error["loc"])
+        reason = describe_error(error, loc)
+        if error["type"] == "extra_forbidden":
+            valid = ", ".join(sorted(CampaignSpec.model_fields))
+            reason = f"unknown key {loc[-1]!r} (valid keys: {valid})"
+        raise ProfileError(str(path), format_key_path(loc), reason) from None

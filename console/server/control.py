@@ -1,0 +1,90 @@
+"""Server lifecycle as a benchmark campaign drives it: launch a cell's plan, stop it after."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from console.core.errors import ConsoleError, ServerStartFailed
+from console.profiles.command import build_command
+from console.profiles.loader import ProfileCatalog
+from console.server.manager import ServerManager
+from console.server.status import ServerState
+from console.topology.model import Topology
+from console.topology.placement import resolve
+
+
+@dataclass(frozen=True)
+class LaunchedServer:
+    server_id: str | None
+    url: str
+    headers: dict[str, str] = field(default_factory=dict)
+    gpus: tuple[int, ...] = ()
+    plan: dict[str, Any] | None = None
+
+
+class ManagedControl:
+    """Starts each cell's server through the manager (preflight, detach, classify)."""
+
+    def __init__(
+        self,
+        manager: ServerManager,
+        catalog: ProfileCatalog,
+        topology: Topology,
+        *,
+        demo: bool,
+        port: int | None = None,
+        gpus: tuple[int, ...] | None = None,
+        ready_timeout_s: float = 1800.0,
+        stop_grace_s: float = 30.0,
+    ) -> None:
+        self.manager = manager
+        self.catalog = catalog
+        self.topology = topology
+        self.demo = demo
+        self.port = port
+        self.gpus = gpus
+        self.ready_timeout_s = ready_timeout_s
+        self.stop_grace_s = stop_grace_s
+
+    def start(
+        self, profile: str, layout: str, variant: str, on_event: Callable[[str], None]
+    ) -> LaunchedServer:
+        try:
+            loaded = self.catalog.get(profile)
+            command = build_command(
+                loaded, layout, variant, port=self.port, demo=self.demo, gpus=self.gpus
+            )
+            plan = resolve(command, self.topology)
+            record = self.manager.launch(
+                plan, interpreter=None if self.demo else command.install.python
+            )
+        except ConsoleError as exc:
+            raise ServerStartFailed(exc.message) from None
+        spawn = self.manager.records.spawn(record.id)
+        on_event(f"  {record.id}: pid {spawn.pid if spawn else '?'}, port {plan.port}")
+        status = self.manager.wait(
+            record.id,
+            timeout=self.ready_timeout_s,
+            on_event=lambda elapsed, label: on_event(f"  {record.id} {elapsed:6.1f}s {label}"),
+        )
+        if status.state is not ServerState.READY:
+            reason = status.reason or f"not ready after {self.ready_timeout_s:.0f} s"
+            if not status.state.terminal:
+                self.manager.stop(record.id, grace=self.stop_grace_s, reason="not ready in time")
+            raise ServerStartFailed(f"{record.id}: {reason}")
+        headers = {}
+        if plan.api_key_env and os.environ.get(plan.api_key_env):
+            headers["Authorization"] = f"Bearer {os.environ[plan.api_key_env]}"
+        return LaunchedServer(record.id, record.url, headers, plan.gpus, plan.to_json())
+
+    def failure(self, server_id: str) -> str | None:
+        status = self.manager.status(server_id, probe=False)
+        return status.reason if status.state is ServerState.FAILED else None
+
+    def stop(self, server_id: str) -> None:
+        status = self.manager.status(server_id, probe=False)
+        if not status.state.terminal:
+            self.manager.stop(server_id, grace=self.stop_grace_s, reason="campaign cell done")
