@@ -79,6 +79,12 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         help="results folder (default: the state dir's runs/)",
     )
     bench.add_argument("--json", action="store_true", help="print the run summary as JSON")
+    bench.add_argument(
+        "--detach",
+        action="store_true",
+        help="run in the background; follow with `ddconsole runs show RUN --follow`",
+    )
+    bench.add_argument("--into", default=None, help=argparse.SUPPRESS)
     bench.set_defaults(handler=_bench)
 
     campaign = verbs.add_parser(
@@ -302,19 +308,25 @@ def _bench(args: argparse.Namespace) -> int:
         server = StartedServer(None, url)
         cell = CellPlan(url, None, None, None, {}, server)
     name = args.name or f"bench-{cell.cell_id.replace('/', '-')}"
-    run = RunDir.create(
-        _runs_root(args, services),
-        name,
-        {
-            "kind": "bench",
-            "status": "created",
-            "fingerprint": _fingerprint(services),
-            "workload": _workload_json(args),
-            "levels": [vars(lv) for lv in levels],
-            "argv": sys.argv[1:],
-            "cells": [],
-        },
-    )
+    root = _runs_root(args, services)
+    if args.into:
+        run = RunDir.open(root, args.into)
+    else:
+        run = RunDir.create(
+            root,
+            name,
+            {
+                "kind": "bench",
+                "status": "created",
+                "fingerprint": _fingerprint(services),
+                "workload": _workload_json(args),
+                "levels": [vars(lv) for lv in levels],
+                "argv": sys.argv[1:],
+                "cells": [],
+            },
+        )
+    if args.detach:
+        return _detach(args, run, _bench_argv(args, run.run_id))
     _say(args, f"run {run.run_id} -> {run.path}")
     runner = CampaignRunner(
         run,
@@ -394,7 +406,7 @@ def _campaign(args: argparse.Namespace) -> int:
             },
         )
     if args.detach:
-        return _detach(args, run)
+        return _detach(args, run, ["campaign", str(args.file), "--resume", run.run_id])
     levels = _levels(
         spec.concurrency,
         spec.rates or None,
@@ -453,13 +465,50 @@ def _campaign(args: argparse.Namespace) -> int:
     )
 
 
-def _detach(args: argparse.Namespace, run: Any) -> int:
-    command = [sys.executable, "-m", "console", "campaign", str(args.file), "--resume", run.run_id]
+def _bench_argv(args: argparse.Namespace, run_id: str) -> list[str]:
+    """The same `bench` command, to run detached into an existing run folder."""
+    argv = ["bench", "--server", args.server] if args.server else ["bench", "--url", args.url]
+    if args.concurrency:
+        argv += ["--concurrency", ",".join(map(str, args.concurrency))]
+    if args.rate:
+        argv += ["--rate", ",".join(f"{r:g}" for r in args.rate)]
+    if args.requests is not None:
+        argv += ["--requests", str(args.requests)]
+    if args.duration is not None:
+        argv += ["--duration", str(args.duration)]
+    argv += [
+        "--input-len",
+        str(args.input_len),
+        "--output-len",
+        str(args.output_len),
+        "--range-ratio",
+        str(args.range_ratio),
+        "--endpoint",
+        args.endpoint,
+        "--warmup",
+        str(args.warmup),
+        "--seed",
+        str(args.seed),
+        "--vocab-size",
+        str(args.vocab_size),
+        "--into",
+        run_id,
+    ]
+    if args.flush_cache:
+        argv.append("--flush-cache")
+    if args.dataset:
+        argv += ["--dataset", str(args.dataset)]
+    return argv
+
+
+def _detach(args: argparse.Namespace, run: Any, argv: list[str]) -> int:
+    """Run `ddconsole ARGV` in its own session (it outlives this shell) and say how to follow."""
+    command = [sys.executable, "-m", "console", *argv]
     if getattr(args, "demo", False):
         command.append("--demo")
     if args.out:
         command += ["--out", str(args.out)]
-    with (run.path / "campaign.log").open("ab") as log:
+    with (run.path / "console.log").open("ab") as log:
         subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,
@@ -472,11 +521,12 @@ def _detach(args: argparse.Namespace, run: Any) -> int:
     while run.owner_alive() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     demo = " --demo" if getattr(args, "demo", False) else ""
+    pid = run.owner_alive()
     if args.json:
-        print_json({"run_id": run.run_id, "run_dir": str(run.path), "detached": True})
+        print_json({"run_id": run.run_id, "run_dir": str(run.path), "detached": True, "pid": pid})
     else:
         print(
-            f"campaign running in the background as run {run.run_id} ({run.path})\n"
+            f"running in the background as run {run.run_id} ({run.path}), pid {pid}\n"
             f"follow it: ddconsole runs show {run.run_id} --follow{demo}"
         )
     return 0
@@ -485,135 +535,44 @@ def _detach(args: argparse.Namespace, run: Any) -> int:
 # -- runs ---------------------------------------------------------------------------------
 
 
-def _fmt(value: Any, spec: str, scale: float = 1.0) -> str:
-    if value is None:
-        return "-"
-    return f"{value if scale == 1.0 else value * scale:{spec}}"
-
-
 def print_summary(summary: dict[str, Any]) -> None:
+    from console.bench.tables import METRIC_NOTE, SUMMARY_HEADERS, best_line, summary_rows
+
     scale = summary.get("time_scale") or 1
     note = f"  (simulator time x{scale:g})" if scale != 1 else ""
     print(f"run {summary['run_id']}: {summary.get('name')} [{summary['status']}]{note}")
-    rows = []
-    for cell in summary["cells"]:
-        if not cell["levels"]:
-            rows.append(
-                [
-                    cell["profile"] or cell["server"],
-                    cell["layout"] or "-",
-                    cell["variant"] or "-",
-                    "-",
-                    "-",
-                    "-",
-                    "-",
-                    "-",
-                    "-",
-                    "-",
-                    "-",
-                    f"{cell['status']}: {cell.get('reason') or ''}",
-                ]
-            )
-        for level in cell["levels"]:
-            label = level["concurrency"] if level["rate"] is None else f"{level['rate']:g}/s"
-            rows.append(
-                [
-                    cell["profile"] or cell["server"],
-                    cell["layout"] or "-",
-                    cell["variant"] or "-",
-                    label,
-                    _fmt(level.get("verify_tokens_per_step"), "d"),
-                    _fmt(level.get("step_time_s"), ".1f", 1000),
-                    _fmt(level.get("accepted_tokens_per_step"), ".2f"),
-                    _fmt(level.get("output_tok_s"), ".1f"),
-                    _fmt(level.get("speedup_vs_off"), ".2f")
-                    + ("x" if level.get("speedup_vs_off") else ""),
-                    f"{_fmt(level.get('ttft_p50_s'), '.0f', 1000)}/"
-                    f"{_fmt(level.get('ttft_p99_s'), '.0f', 1000)}",
-                    f"{_fmt(level.get('itl_p50_s'), '.1f', 1000)}/"
-                    f"{_fmt(level.get('itl_p99_s'), '.1f', 1000)}",
-                    f"{level['requests']} ok"
-                    + (f", {level['errors']} err" if level["errors"] else ""),
-                ]
-            )
-    print(
-        table(
-            [
-                "PROFILE",
-                "LAYOUT",
-                "VARIANT",
-                "CONC",
-                "VERIFY/STEP",
-                "STEP MS",
-                "ACCEPT/STEP",
-                "TOK/S",
-                "SPEEDUP",
-                "TTFT P50/P99",
-                "ITL P50/P99",
-                "REQUESTS",
-            ],
-            rows,
-        )
-    )
-    print(
-        "ITL: per request, first token excluded (vLLM's TPOT); TTFT to the first chunk with "
-        "a token; acceptance from SGLang's counters before/after each level."
-    )
+    print(table(list(SUMMARY_HEADERS), summary_rows(summary)))
+    print(METRIC_NOTE)
     for finding in summary["findings"]:
         print(f"\n* {finding['kind']}: {finding['message']}")
     if summary["best"]:
-        best = "; ".join(
-            f"{b['concurrency'] or b['rate']}: {b['variant'] or b['profile']} "
-            f"{b['output_tok_s']:.1f} tok/s"
-            for b in summary["best"]
-        )
-        print(f"\nbest per level: {best}")
+        print(f"\nbest per level: {best_line(summary)}")
     print(f"\nfiles: {summary['run_dir']}")
 
 
 def _runs_list(args: argparse.Namespace) -> int:
-    from console.bench.rundir import RunDir
-    from console.bench.summary import summarize_run
+    from console.bench.listing import list_runs
 
     services = _services(args)
     root = _runs_root(args, services)
-    runs = sorted(p for p in root.glob("*") if (p / "run.json").exists()) if root.is_dir() else []
-    rows: list[list[Any]] = []
-    data: list[dict[str, Any]] = []
-    for path in runs:
-        try:
-            summary = summarize_run(RunDir(path))
-        except Exception as exc:  # one unreadable run must not hide the others
-            rows.append([path.name, "-", "-", f"unreadable: {exc}", "-", "-"])
-            continue
-        cells = summary["cells"]
-        done = sum(1 for c in cells if c["status"] == "done")
-        created = time.strftime("%Y-%m-%d %H:%M", time.localtime(summary["created_wall"] or 0))
-        rows.append(
-            [
-                summary["run_id"],
-                summary.get("name"),
-                summary.get("kind"),
-                summary["status"],
-                f"{done}/{len(cells)}",
-                created,
-            ]
-        )
-        data.append(
-            {
-                "run_id": summary["run_id"],
-                "run_dir": summary["run_dir"],
-                "name": summary.get("name"),
-                "kind": summary.get("kind"),
-                "status": summary["status"],
-                "cells_done": done,
-                "cells": len(cells),
-                "created_wall": summary["created_wall"],
-            }
-        )
+    runs = list_runs(root)
     if args.json:
-        print_json(data)
-    elif rows:
+        print_json([r.to_json() for r in runs])
+        return 0
+    rows = [
+        [
+            r.run_id,
+            r.name or "-",
+            r.kind or "-",
+            r.status if r.error is None else f"unreadable: {r.error}",
+            f"{r.cells_done}/{r.cells}",
+            time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created_wall))
+            if r.created_wall
+            else "-",
+        ]
+        for r in runs
+    ]
+    if rows:
         print(table(["RUN", "NAME", "KIND", "STATUS", "CELLS DONE", "CREATED"], rows))
     else:
         print(f"no runs in {root}")
@@ -651,6 +610,7 @@ def _runs_compare(args: argparse.Namespace) -> int:
     from console.bench.compare import compare_runs
     from console.bench.rundir import RunDir
     from console.bench.summary import summarize_run
+    from console.bench.tables import COMPARE_HEADERS, compare_rows
 
     services = _services(args)
     root = _runs_root(args, services)
@@ -661,42 +621,7 @@ def _runs_compare(args: argparse.Namespace) -> int:
         print_json(result)
         return 0
     print(f"A = {a['run_id']} ({a.get('name')})\nB = {b['run_id']} ({b.get('name')})")
-    rows = []
-    for row in result["rows"]:
-
-        def pair(key: str, spec: str, scale: float = 1.0, row: dict[str, Any] = row) -> str:
-            delta = row.get(f"{key}_delta_pct")
-            tail = f" ({delta:+.0f}%)" if delta is not None else ""
-            return (
-                f"{_fmt(row.get(key + '_a'), spec, scale)} / "
-                f"{_fmt(row.get(key + '_b'), spec, scale)}{tail}"
-            )
-
-        rows.append(
-            [
-                row["cell"],
-                row["concurrency"],
-                pair("output_tok_s", ".1f"),
-                pair("accept_length", ".2f"),
-                pair("step_time_s", ".1f", 1000),
-                pair("ttft_p50_s", ".0f", 1000),
-                pair("itl_p50_s", ".1f", 1000),
-            ]
-        )
-    print(
-        table(
-            [
-                "CELL",
-                "CONC",
-                "TOK/S A / B",
-                "ACCEPT A / B",
-                "STEP MS A / B",
-                "TTFT P50 A / B",
-                "ITL P50 A / B",
-            ],
-            rows,
-        )
-    )
+    print(table(list(COMPARE_HEADERS), compare_rows(result)))
     for side in ("only_a", "only_b"):
         for item in result[side]:
             print(f"only in {side[-1].upper()}: {item}")

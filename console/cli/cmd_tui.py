@@ -15,8 +15,18 @@ def run_tui(args: argparse.Namespace) -> int:
         )
     from console.cli.services import Services
     from console.tui.app import ConsoleApp
+    from console.tui.live import LiveBackend
 
     services = Services.create(demo=bool(args.demo))
-    app = ConsoleApp(demo=services.demo, topology=services.topology())
+    backend = LiveBackend(
+        demo=services.demo,
+        manager=services.manager(),
+        gpu_backend=services.gpu_backend,
+        host_backend=services.host_backend,
+        topology=services.topology(),
+        catalog=services.catalog,
+        runs_root=services.state.runs,
+    )
+    app = ConsoleApp(backend)
     app.run()
-    return 0
+    return app.return_code or 0

@@ -76,3 +76,14 @@ def parse_index_set(text: str) -> tuple[int, ...]:
         else:
             result.append(int(part))
     return tuple(sorted(set(result)))
+
+
+# Usable bandwidth per lane and direction after line encoding, bytes/s, by PCIe generation.
+_PCIE_LANE_BYTES_S = {1: 0.25e9, 2: 0.5e9, 3: 0.985e9, 4: 1.969e9, 5: 3.938e9, 6: 7.563e9}
+
+
+def pcie_link_bytes_s(gen: int | None, width: int | None) -> float | None:
+    """One direction's capacity of a PCIe link (e.g. Gen5 x16: ~63 GB/s)."""
+    if gen is None or width is None or gen not in _PCIE_LANE_BYTES_S or width <= 0:
+        return None
+    return _PCIE_LANE_BYTES_S[gen] * width

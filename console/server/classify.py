@@ -112,3 +112,14 @@ def classify(
             return Failure("exited", "exited on its own (status 0)", last)
         return Failure("exited", f"exited with status {returncode}", last)
     return Failure("unknown", "process gone; exit status unknown", last)
+
+
+_ERROR_LINE = re.compile(
+    r"Traceback \(most recent call last\)|\b(?:ERROR|CRITICAL|FATAL)\b|"
+    r"\b\w+(?:Error|Exception)\b(?::|$)|\bKilled\b"
+)
+
+
+def is_error_line(line: str) -> bool:
+    """A log line worth highlighting: a known failure pattern, a traceback, an error level."""
+    return bool(_ERROR_LINE.search(line)) or any(p.search(line) for _, p, _ in _RULES)

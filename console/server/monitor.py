@@ -45,12 +45,19 @@ class Monitor:
         urls: Sequence[str] = (),
         capacity: int = DEFAULT_CAPACITY,
         watch_gpus: bool = True,
+        sync_interval_s: float = 0.25,
+        store: TimeSeriesStore | None = None,
     ) -> None:
         self.manager = manager
         self.interval_s = interval_s
-        self.store = TimeSeriesStore(capacity)
+        self.store = store if store is not None else TimeSeriesStore(capacity)
         self.poller = Poller(self.store)
-        self.watcher = ServerWatcher(manager) if manager is not None else None
+        self.sync_interval_s = sync_interval_s
+        # /ready about once a second whatever the sync cadence.
+        probe_every = max(1, round(1.0 / sync_interval_s))
+        self.watcher = (
+            ServerWatcher(manager, probe_every=probe_every) if manager is not None else None
+        )
         # aiohttp under httpx: a fraction of httpcore's per-request cost on the loop.
         self.client = httpx.AsyncClient(
             transport=AiohttpTransport(trust_env=False, limits=httpx.Limits(max_connections=64)),
@@ -58,6 +65,8 @@ class Monitor:
         )
         self._servers_caller = BlockingCaller("servers", max(0.5, interval_s * 2))
         self.changes: list[StateChange] = []
+        self.change_count = 0
+        """Every state change seen so far (the list above keeps only the recent ones)."""
         numa = {gpu.index: gpu.numa_node for gpu in topology.gpus}
         if watch_gpus:
             self.poller.add(GpuSource(gpu_backend, interval_s=interval_s, numa_nodes=numa))
@@ -112,12 +121,13 @@ class Monitor:
             ):
                 await self.poller.remove(name)
         self.changes = (self.changes + changes)[-200:]
+        self.change_count += len(changes)
         return changes
 
     async def _sync_loop(self) -> None:
         while True:
             await self.sync_servers()
-            await asyncio.sleep(0.25)
+            await asyncio.sleep(self.sync_interval_s)
 
     async def start(self) -> None:
         await self.sync_servers()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +90,20 @@ class Records:
 
     def __init__(self, paths: StatePaths) -> None:
         self.paths = paths
+        # Parsed files by path, valid while (inode, size, mtime) stays: a watcher reads
+        # every record several times a second and they rarely change.
+        self._parsed: dict[Path, tuple[tuple[int, int, int], Any]] = {}
+
+    def _cached(self, path: Path, parse: Any) -> Any:
+        """`parse(path)` once per version of the file (atomic writes replace the inode)."""
+        info = path.stat()
+        key = (info.st_ino, info.st_size, info.st_mtime_ns)
+        hit = self._parsed.get(path)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        value = parse(path)
+        self._parsed[path] = (key, value)
+        return value
 
     def record_path(self, server_id: str) -> Path:
         return self.paths.servers / f"{server_id}.json"
@@ -112,11 +126,17 @@ class Records:
 
     def load(self, server_id: str) -> ServerRecord:
         path = self.record_path(server_id)
-        try:
-            data = json.loads(path.read_text())
+
+        def parse(target: Path) -> ServerRecord:
+            data = json.loads(target.read_text())
             if not isinstance(data, dict):
                 raise ValueError("not a JSON object")
             return ServerRecord.from_json(data)
+
+        try:
+            # A copy: callers change records (then save them) and must not share one.
+            cached: ServerRecord = self._cached(path, parse)
+            return replace(cached, notes=list(cached.notes))
         except FileNotFoundError:
             raise StateError(f"no server {server_id!r}") from None
         except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -125,8 +145,15 @@ class Records:
                 hint=f"`ddconsole down {server_id}` removes it",
             ) from None
 
+    def _read(self, path: Path) -> dict[str, Any] | None:
+        try:
+            data: dict[str, Any] | None = self._cached(path, _read_json)
+        except OSError:
+            return None
+        return data
+
     def spawn(self, server_id: str) -> SpawnInfo | None:
-        data = _read_json(self.spawn_path(server_id))
+        data = self._read(self.spawn_path(server_id))
         if data is None:
             return None
         try:
@@ -140,7 +167,7 @@ class Records:
             return None
 
     def exit(self, server_id: str) -> ExitInfo | None:
-        data = _read_json(self.exit_path(server_id))
+        data = self._read(self.exit_path(server_id))
         if data is None:
             return None
         try:

@@ -68,6 +68,8 @@ class Poller:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self.poll_seconds: dict[str, float] = {}
         self.running = False
+        self.listeners: list[Callable[[float, PollResult], None]] = []
+        """Called with every poll's result as it is written (the flight recorder)."""
 
     # -- source set ----------------------------------------------------------------------
 
@@ -120,6 +122,11 @@ class Poller:
         write_result(self.store, result)
         self._mark_stale(now)
         self.store.commit()
+        for listener in self.listeners:
+            try:
+                listener(now, result)
+            except Exception:  # a failing recorder must not stop the polling
+                log.exception("poll listener failed")
 
     def _mark_stale(self, now: float) -> None:
         for name, status in self.store.statuses().items():

@@ -1,55 +1,197 @@
-"""The console application."""
+"""The console application: six modes over one backend, refreshed when its data moves.
+
+The app owns one refresh timer; on each tick it asks the backend for its version and, only
+if it moved (or the screen changed), tells the shown screen to re-read. Nothing here blocks:
+lifecycle and benchmark actions run on worker threads inside the screens.
+"""
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable, Iterable
 from typing import ClassVar
 
-from textual.app import App, ComposeResult
-from textual.widgets import DataTable, Footer, Header, Static
+from rich.text import Text
+from textual.app import App, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
 
-from console.core.units import format_bytes, format_index_set
-from console.topology.model import Topology
+from console.tui.backend import Backend
+from console.tui.screens.base import ConsoleScreen
+from console.tui.screens.modals import HelpScreen
+
+MODE_KEYS = (
+    ("d", "dashboard", "Dashboard", "servers, live charts, GPUs by NUMA node, sources"),
+    ("s", "servers", "Servers", "launch, stop, restart, switch; plans and startup phases"),
+    ("b", "bench", "Bench", "benchmark a ready server, run campaigns, follow progress"),
+    ("r", "runs", "Runs", "results on disk: detail, findings, compare two runs"),
+    ("l", "logs", "Logs", "a server's log: follow, search, errors, failure reason"),
+    ("t", "topology", "Topology", "GPUs x NUMA nodes x PCIe; intended vs actual binding"),
+)
+REPLAY_SEEK_S = 10.0
+
+
+def _screen(module: str, name: str) -> Screen[None]:
+    """A mode's screen, imported when the mode is first shown (a faster first frame)."""
+    screen: Screen[None] = getattr(importlib.import_module(f"console.tui.screens.{module}"), name)()
+    return screen
 
 
 class ConsoleApp(App[None]):
-    """Shows the host's GPUs by NUMA node; later screens build on this shell."""
-
     TITLE = "ddconsole"
-    BINDINGS: ClassVar = [("q", "quit", "Quit")]
-    CSS = """
-    #badge { dock: top; height: 1; background: $warning; color: $text; text-style: bold; }
-    #status { height: auto; padding: 0 1; }
-    """
+    MODES: ClassVar[dict[str, Callable[[], Screen[None]]]] = {  # type: ignore[assignment]
+        "dashboard": lambda: _screen("dashboard", "DashboardScreen"),
+        "servers": lambda: _screen("servers", "ServersScreen"),
+        "bench": lambda: _screen("bench", "BenchScreen"),
+        "runs": lambda: _screen("runs", "RunsScreen"),
+        "logs": lambda: _screen("logs", "LogsScreen"),
+        "topology": lambda: _screen("topology", "TopologyScreen"),
+    }
+    BINDINGS: ClassVar[list[BindingType]] = [
+        *[Binding(key, f"mode('{mode}')", title, show=False) for key, mode, title, _ in MODE_KEYS],
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("q", "quit_console", "Quit"),
+        Binding("escape", "blur", "Leave field", show=False),
+        Binding("space", "replay_toggle", "Play/pause"),
+        Binding("left", "replay_seek(-1)", "Back 10s", show=False),
+        Binding("right", "replay_seek(1)", "Fwd 10s", show=False),
+        Binding("comma", "replay_step(-1)", "Step back", key_display=","),
+        Binding("full_stop", "replay_step(1)", "Step", key_display="."),
+    ]
 
-    def __init__(self, *, demo: bool, topology: Topology) -> None:
+    def __init__(
+        self, backend: Backend, *, refresh_s: float = 1.0, mode: str = "dashboard"
+    ) -> None:
         super().__init__()
-        self.demo = demo
-        self.topology = topology
+        self.backend = backend
+        self.refresh_s = refresh_s
+        self.initial_mode = mode
+        self._shown: tuple[int, int] = (-1, -1)
+        self.ticks = 0
+        self.renders = 0
+        """Screen refreshes done (the cost a static dashboard must not pay each tick)."""
 
-    def compose(self) -> ComposeResult:
-        yield Header()
-        if self.demo:
-            yield Static(" DEMO  simulated host and servers", id="badge")
-        yield Static(self._status_text(), id="status")
-        yield DataTable(id="gpus", cursor_type="row")
-        yield Footer()
+    async def on_mount(self) -> None:
+        await self.switch_mode(self.initial_mode)
+        self.set_interval(self.refresh_s, self.tick)
+        # The first frame shows the layout and the host; data sources start right after.
+        self.call_after_refresh(self._launch_backend)
 
-    def _status_text(self) -> str:
-        topo = self.topology
-        if topo.gpu_status:
-            return topo.gpu_status
-        return f"{len(topo.gpus)} GPUs, {len(topo.numa_nodes)} NUMA nodes ({topo.source})"
+    def _launch_backend(self) -> None:
+        self.run_worker(self._start_backend(), group="backend")
 
-    def on_mount(self) -> None:
-        table = self.query_one("#gpus", DataTable)
-        table.add_columns("GPU", "NAME", "MEMORY", "NUMA", "CPUS", "PCIE NOW/MAX")
-        for gpu in self.topology.gpus:
-            table.add_row(
-                str(gpu.index),
-                gpu.name,
-                format_bytes(gpu.memory_total_bytes, 0),
-                "-" if gpu.numa_node is None else str(gpu.numa_node),
-                format_index_set(list(gpu.cpu_affinity)),
-                f"Gen{gpu.pcie_gen_current} x{gpu.pcie_width_current} / "
-                f"Gen{gpu.pcie_gen_max} x{gpu.pcie_width_max}",
+    async def _start_backend(self) -> None:
+        await self.backend.start()
+        self.refresh_now()
+
+    async def on_unmount(self) -> None:
+        await self.backend.stop()
+
+    def tick(self) -> None:
+        self.ticks += 1
+        screen = self.screen
+        if not isinstance(screen, ConsoleScreen):
+            return
+        state = (self.backend.version(), id(screen))
+        if self.backend.replay is not None:
+            screen.refresh_topbar()
+        if state != self._shown:
+            self._shown = state
+            self.renders += 1
+            screen.refresh_data()
+
+    def refresh_now(self) -> None:
+        """Re-render the current screen at once (after a mode switch or a replay seek)."""
+        self._shown = (-1, -1)
+        self.tick()
+
+    # -- navigation ----------------------------------------------------------------------
+
+    async def action_mode(self, mode: str) -> None:
+        if self.current_mode != mode:
+            await self.switch_mode(mode)
+        self._shown = (self.backend.version(), id(self.screen))
+
+    def show_logs(self, server_id: str) -> None:
+        async def go() -> None:
+            await self.switch_mode("logs")
+            show = getattr(self.screen, "show_server", None)
+            if show is not None:
+                show(server_id)
+
+        self.run_worker(go(), group="navigate")
+
+    def action_blur(self) -> None:
+        self.screen.set_focus(None)
+
+    def action_help(self) -> None:
+        screen = self.screen
+        if not isinstance(screen, ConsoleScreen):
+            return
+        rows: list[tuple[str, str]] = []
+        for binding in screen.BINDINGS:
+            if isinstance(binding, Binding):
+                rows.append((binding.key_display or binding.key, binding.description))
+        rows += [(key, f"{title}: {what}") for key, _, title, what in MODE_KEYS]
+        rows += [("?", "this help"), ("ctrl+p", "command palette"), ("q", "quit")]
+        if self.backend.replay is not None:
+            rows += [
+                ("space", "play / pause the replay"),
+                ("← →", f"seek {REPLAY_SEEK_S:.0f} s"),
+                (", .", "step one frame back / forward"),
+            ]
+        self.push_screen(HelpScreen(screen.TITLE, rows, self.quit_note()))
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for key, mode, title, what in MODE_KEYS:
+            yield SystemCommand(
+                f"{title} ({key})", what, lambda mode=mode: self.run_worker(self.action_mode(mode))
             )
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action.startswith("replay_"):
+            return self.backend.replay is not None
+        return True
+
+    # -- replay --------------------------------------------------------------------------
+
+    def action_replay_toggle(self) -> None:
+        if self.backend.replay is not None:
+            self.backend.replay.toggle()
+            self.refresh_now()
+
+    def action_replay_seek(self, direction: int) -> None:
+        replay = self.backend.replay
+        if replay is not None:
+            replay.seek(replay.position_s + direction * REPLAY_SEEK_S)
+            self.refresh_now()
+
+    def action_replay_step(self, frames: int) -> None:
+        if self.backend.replay is not None:
+            self.backend.replay.step(frames)
+            self.refresh_now()
+
+    # -- quitting ------------------------------------------------------------------------
+
+    def quit_note(self) -> str:
+        if self.backend.read_only:
+            return "q quits the replay."
+        return (
+            "q quits the console only: servers and detached campaigns keep running "
+            "(`ddconsole ps`, `ddconsole down --all`)."
+        )
+
+    def action_quit_console(self) -> None:
+        live = [s for s in self.backend.servers() if s.live]
+        if self.backend.read_only or not live:
+            self.exit()
+            return
+        names = ", ".join(s.id for s in live)
+        self.exit(
+            message=Text(
+                f"ddconsole: {len(live)} server(s) keep running ({names}); campaigns started "
+                "here keep running too. `ddconsole ps` shows them, `ddconsole down --all` "
+                "stops them."
+            )
+        )

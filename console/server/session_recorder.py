@@ -1,0 +1,145 @@
+"""The flight recorder attached to a live monitor: what the screens showed, to a file.
+
+It records every poll (GPU, host, server metrics, source states), the server list when a
+server's state changes, discrete events, and campaign progress (from a callback: runs are
+the bench layer's). Files go to the state dir's `recordings/`; the folder is kept under a
+size limit by deleting the oldest, and a session that outgrows a quarter of it continues
+in a new file.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from console.core.redact import secret_values
+from console.server.monitor import Monitor
+from console.server.status import ServerStatus
+from console.telemetry.recording import SUFFIX, RecordingWriter, header, prune
+from console.telemetry.source import PollResult
+from console.topology.model import Topology
+
+DEFAULT_MAX_BYTES = 256 * 1024 * 1024
+RUNS_EVERY_S = 2.0
+
+
+def server_json(status: ServerStatus) -> dict[str, Any]:
+    data = status.to_json()
+    data["plan"] = status.record.plan.to_json()
+    return data
+
+
+def _signature(servers: list[ServerStatus]) -> tuple[tuple[object, ...], ...]:
+    return tuple((s.id, s.state.value, s.reason, s.phase_label, s.pid) for s in servers)
+
+
+class SessionRecorder:
+    def __init__(
+        self,
+        monitor: Monitor,
+        folder: Path,
+        *,
+        demo: bool,
+        topology: Topology,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        runs: Callable[[], list[dict[str, Any]]] | None = None,
+        path: Path | None = None,
+        note: str = "",
+    ) -> None:
+        self.monitor = monitor
+        self.folder = folder
+        self.demo = demo
+        self.topology = topology
+        self.max_bytes = max_bytes
+        self.runs = runs
+        self.note = note
+        self.fixed_path = path
+        self.path: Path | None = None
+        self.writer: RecordingWriter | None = None
+        self.error: str | None = None
+        """Why recording stopped (disk full, unwritable folder); the session goes on."""
+        self._servers: tuple[tuple[object, ...], ...] = ()
+        self._runs: list[dict[str, Any]] = []
+        self._runs_at = 0.0
+        self.files: list[Path] = []
+
+    def _secrets(self) -> set[str]:
+        names = {
+            s.record.plan.api_key_env
+            for s in (self.monitor.watcher.current if self.monitor.watcher else [])
+            if s.record.plan.api_key_env
+        }
+        return secret_values(os.environ, names)
+
+    def _open(self) -> None:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        path = self.fixed_path or self.folder / f"session-{stamp}-{os.getpid()}{SUFFIX}"
+        if self.writer is not None and path == self.path:
+            path = self.folder / f"session-{stamp}-{os.getpid()}-{len(self.files)}{SUFFIX}"
+        head = header(
+            demo=self.demo,
+            topology=self.topology.to_json(),
+            interval_s=self.monitor.interval_s,
+            t0_mono=time.monotonic(),
+            note=self.note,
+        )
+        self.writer = RecordingWriter(path, head, self._secrets())
+        self.path = path
+        self.files.append(path)
+        self._servers = ()
+        if self.fixed_path is None:
+            prune(self.folder, self.max_bytes, keep=path)
+
+    def start(self) -> None:
+        try:
+            self._open()
+        except OSError as exc:
+            self.error = f"not recording: {exc.strerror or exc}"
+            return
+        self.monitor.poller.listeners.append(self._on_poll)
+
+    def _on_poll(self, now: float, result: PollResult) -> None:
+        writer = self.writer
+        if writer is None:
+            return
+        try:
+            servers = self.monitor.watcher.current if self.monitor.watcher else []
+            signature = _signature(servers)
+            if signature != self._servers:
+                self._servers = signature
+                writer.secrets |= self._secrets()
+                writer.servers(now, [server_json(s) for s in servers])
+            writer.poll(now, result)
+            if self.runs is not None and now - self._runs_at >= RUNS_EVERY_S:
+                self._runs_at = now
+                rows = self.runs()
+                if rows != self._runs:
+                    self._runs = rows
+                    writer.runs(now, rows)
+            if self.fixed_path is None and writer.size_bytes > self.max_bytes // 4:
+                writer.close()
+                self._open()
+        except OSError as exc:
+            self.error = f"recording stopped: {exc.strerror or exc}"
+            self.close()
+
+    def event(self, text: str) -> None:
+        if self.writer is not None:
+            try:
+                self.writer.event(time.monotonic(), text)
+            except OSError as exc:
+                self.error = f"recording stopped: {exc.strerror or exc}"
+                self.close()
+
+    def close(self) -> None:
+        if self._on_poll in self.monitor.poller.listeners:
+            self.monitor.poller.listeners.remove(self._on_poll)
+        if self.writer is not None:
+            try:
+                self.writer.close()
+            except OSError:
+                pass
+            self.writer = None

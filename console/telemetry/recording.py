@@ -1,0 +1,342 @@
+"""The flight-recorder file: a compact, schema-versioned log of everything the screens show.
+
+Format: gzip-compressed JSON lines. Line 1 is the header (`format`, `schema_version`, the
+field order of every sample kind, the host's topology). Each further line is one frame:
+
+- `{"t": 12.5, "k": "poll", "s": [[kind, [values...]], ...], "st": [[name, state, reason,
+  last_ok_t, poll_s], ...]}`: one poll's samples and source states, as the poller wrote
+  them to the store;
+- `{"t": ..., "k": "servers", "v": [server JSON, ...]}`: the server list when it changed;
+- `{"t": ..., "k": "event", "v": "text"}`: a discrete event (a launch, a run started);
+- `{"t": ..., "k": "runs", "v": [run row JSON, ...]}`: campaign progress when it moved.
+
+`t` is seconds since the header's `t0_mono`. The writer flushes the compressor every few
+seconds, so a crash or kill loses at most that much; the reader replays a truncated or
+damaged file up to the damage and says where it stopped.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import threading
+import time
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import IO, Any
+
+from console.core.errors import ConsoleError
+from console.core.redact import redact_json
+from console.telemetry.samples import (
+    Binding,
+    CostSample,
+    GpuSample,
+    HostSample,
+    NumaLoad,
+    Sample,
+    ServerSample,
+    SourceState,
+    SourceStatus,
+)
+from console.telemetry.source import PollResult
+
+FORMAT = "ddconsole-recording"
+SCHEMA_VERSION = 1
+SUFFIX = ".ddrec.gz"
+FLUSH_EVERY_S = 2.0
+
+KINDS: dict[str, type[Any]] = {
+    "gpu": GpuSample,
+    "host": HostSample,
+    "server": ServerSample,
+    "cost": CostSample,
+}
+KIND_OF = {cls: kind for kind, cls in KINDS.items()}
+
+
+class RecordingError(ConsoleError):
+    """A recording that cannot be read at all (not one, or from a newer ddconsole)."""
+
+
+def field_names(kind: str) -> list[str]:
+    return [f.name for f in fields(KINDS[kind])]
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float):
+        return None if math.isnan(value) or math.isinf(value) else round(value, 6)
+    if isinstance(value, tuple | list):
+        return [_clean(v) for v in value]
+    return value
+
+
+def encode_sample(sample: Sample, t0: float) -> list[Any]:
+    kind = KIND_OF[type(sample)]
+    values = []
+    for item in fields(sample):
+        value = getattr(sample, item.name)
+        if item.name == "t_mono":
+            value = round(value - t0, 3)
+        elif kind == "host" and item.name == "numa":
+            value = [[n.node, _clean(n.cpu_pct), n.cpus] for n in value]
+        elif kind == "host" and item.name == "bindings":
+            value = [
+                [
+                    b.server_id,
+                    list(b.intended_nodes),
+                    list(b.actual_nodes),
+                    b.actual_cpus,
+                    b.processes,
+                ]
+                for b in value
+            ]
+        values.append(_clean(value))
+    return [kind, values]
+
+
+def decode_sample(kind: str, values: list[Any], names: list[str], t0: float) -> Sample:
+    data = dict(zip(names, values, strict=True))
+    data["t_mono"] = t0 + float(data["t_mono"])
+    cls = KINDS[kind]
+    if cls is HostSample:
+        data["numa"] = tuple(NumaLoad(int(n), c, int(k)) for n, c, k in data["numa"])
+        data["bindings"] = tuple(
+            Binding(str(s), tuple(i), tuple(a), int(c), int(p))
+            for s, i, a, c, p in data["bindings"]
+        )
+    for name in ("throttle_reasons", "poll_ms"):
+        if name in data and isinstance(data[name], list):
+            data[name] = tuple(tuple(v) if isinstance(v, list) else v for v in data[name])
+    sample: Sample = cls(**data)
+    return sample
+
+
+def encode_status(status: SourceStatus, t0: float) -> list[Any]:
+    last_ok = None if status.last_ok_mono is None else round(status.last_ok_mono - t0, 3)
+    return [status.name, status.state.value, status.reason, last_ok, _clean(status.last_poll_s)]
+
+
+def decode_status(values: list[Any], t0: float) -> SourceStatus:
+    name, state, reason, last_ok, poll_s = values
+    return SourceStatus(
+        str(name),
+        SourceState(state),
+        reason,
+        None if last_ok is None else t0 + float(last_ok),
+        poll_s,
+    )
+
+
+@dataclass
+class Frame:
+    t: float
+    kind: str
+    data: dict[str, Any]
+
+
+@dataclass
+class Recording:
+    path: Path | None
+    header: dict[str, Any]
+    frames: list[Frame] = field(default_factory=list)
+    damage: str | None = None
+    """Why reading stopped before the end of the file (truncated, corrupted), if it did."""
+
+    @property
+    def t0(self) -> float:
+        return float(self.header["t0_mono"])
+
+    @property
+    def duration_s(self) -> float:
+        return self.frames[-1].t if self.frames else 0.0
+
+    def poll_result(self, frame: Frame) -> PollResult:
+        """A poll frame as the poller produced it (timestamps back on the monotonic clock)."""
+        names = {kind: list(v) for kind, v in self.header["fields"].items()}
+        samples = [
+            decode_sample(kind, values, names[kind], self.t0) for kind, values in frame.data["s"]
+        ]
+        statuses = [decode_status(v, self.t0) for v in frame.data["st"]]
+        return PollResult(samples, statuses)
+
+
+def header(
+    *, demo: bool, topology: dict[str, Any], interval_s: float, t0_mono: float, note: str = ""
+) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "schema_version": SCHEMA_VERSION,
+        "created_wall": time.time(),
+        "t0_mono": t0_mono,
+        "demo": demo,
+        "interval_s": interval_s,
+        "fields": {kind: field_names(kind) for kind in KINDS},
+        "topology": topology,
+        "note": note,
+    }
+
+
+class RecordingWriter:
+    """Appends frames to a recording; secrets are masked before anything is written."""
+
+    def __init__(self, path: Path, head: dict[str, Any], secrets: set[str] | None = None) -> None:
+        self.path = path
+        self.t0 = float(head["t0_mono"])
+        self.secrets = secrets or set()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._raw: IO[bytes] = open(path, "wb")  # noqa: SIM115 - closed by close()
+        self._gzip = gzip.GzipFile(fileobj=self._raw, mode="wb", compresslevel=6)
+        self._flushed = time.monotonic()
+        self.bytes_in = 0
+        # Frames come from the event loop and events from worker threads.
+        self._lock = threading.Lock()
+        self._line(redact_json(head, self.secrets))
+        self.flush()
+
+    def _line(self, data: dict[str, Any]) -> None:
+        text = json.dumps(data, separators=(",", ":"), allow_nan=False) + "\n"
+        encoded = text.encode()
+        with self._lock:
+            if self._raw.closed:
+                return
+            self.bytes_in += len(encoded)
+            self._gzip.write(encoded)
+            if time.monotonic() - self._flushed >= FLUSH_EVERY_S:
+                self._flush()
+
+    def _t(self, mono: float) -> float:
+        return round(mono - self.t0, 3)
+
+    def poll(self, mono: float, result: PollResult) -> None:
+        self._line(
+            {
+                "t": self._t(mono),
+                "k": "poll",
+                "s": [encode_sample(s, self.t0) for s in result.samples],
+                "st": [encode_status(s, self.t0) for s in result.statuses],
+            }
+        )
+
+    def servers(self, mono: float, servers: list[dict[str, Any]]) -> None:
+        self._line({"t": self._t(mono), "k": "servers", "v": redact_json(servers, self.secrets)})
+
+    def event(self, mono: float, text: str) -> None:
+        self._line({"t": self._t(mono), "k": "event", "v": redact_json(text, self.secrets)})
+
+    def runs(self, mono: float, rows: list[dict[str, Any]]) -> None:
+        self._line({"t": self._t(mono), "k": "runs", "v": rows})
+
+    def flush(self) -> None:
+        """Make everything written so far readable after a crash (a gzip sync point)."""
+        with self._lock:
+            self._flush()
+
+    def _flush(self) -> None:
+        self._gzip.flush()
+        self._raw.flush()
+        self._flushed = time.monotonic()
+
+    @property
+    def size_bytes(self) -> int:
+        return self._raw.tell()
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._raw.closed:
+                self._gzip.close()
+                self._raw.close()
+
+
+def _lines(path: Path) -> Iterator[tuple[bytes, str | None]]:
+    """Complete lines of a gzip file; the last item carries why reading stopped early."""
+    decompressor = zlib.decompressobj(wbits=31)
+    pending = b""
+    offset = 0
+    damage: str | None = None
+    with open(path, "rb") as handle:
+        while True:
+            chunk = handle.read(1 << 16)
+            if not chunk:
+                if not decompressor.eof:
+                    damage = f"the file ends early (truncated at byte {offset})"
+                break
+            try:
+                data = decompressor.decompress(chunk)
+            except zlib.error as exc:
+                damage = f"corrupted data near byte {offset} ({exc})"
+                break
+            offset += len(chunk)
+            pending += data
+            *complete, pending = pending.split(b"\n")
+            for line in complete:
+                yield line, None
+            if decompressor.eof:
+                if decompressor.unused_data:
+                    damage = f"unexpected data after the end of the recording (byte {offset})"
+                break
+    if pending.strip():
+        damage = damage or "the last frame is incomplete"
+    if damage is not None:
+        yield b"", damage
+
+
+def read_recording(path: Path) -> Recording:
+    """Every readable frame of a recording; `damage` says why it stopped short, if it did."""
+    try:
+        lines = _lines(path)
+        first, damage = next(lines, (b"", "empty file"))
+    except OSError as exc:
+        raise RecordingError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if damage is not None and not first:
+        raise RecordingError(f"{path}: not a ddconsole recording ({damage})")
+    try:
+        head = json.loads(first)
+    except ValueError:
+        raise RecordingError(f"{path}: not a ddconsole recording (no header line)") from None
+    if not isinstance(head, dict) or head.get("format") != FORMAT:
+        raise RecordingError(f"{path}: not a ddconsole recording")
+    version = head.get("schema_version")
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise RecordingError(
+            f"{path}: recording schema {version!r} is newer than this ddconsole reads "
+            f"({SCHEMA_VERSION})",
+            hint="upgrade ddconsole to replay it",
+        )
+    recording = Recording(path, head)
+    try:
+        for line, why in lines:
+            if why is not None:
+                recording.damage = why
+                break
+            try:
+                data = json.loads(line)
+                frame = Frame(float(data["t"]), str(data["k"]), data)
+            except (ValueError, KeyError, TypeError):
+                recording.damage = f"unreadable frame after t={recording.duration_s:.1f} s"
+                break
+            recording.frames.append(frame)
+    except OSError as exc:
+        recording.damage = f"read error ({exc.strerror or exc})"
+    return recording
+
+
+def prune(folder: Path, max_bytes: int, keep: Path | None = None) -> list[Path]:
+    """Delete the oldest recordings until the folder holds at most `max_bytes` of them."""
+    if not folder.is_dir():
+        return []
+    files = sorted(folder.glob(f"*{SUFFIX}"), key=lambda p: p.stat().st_mtime)
+    total = sum(p.stat().st_size for p in files)
+    removed = []
+    for path in files:
+        if total <= max_bytes:
+            break
+        if keep is not None and path == keep:
+            continue
+        size = path.stat().st_size
+        path.unlink(missing_ok=True)
+        total -= size
+        removed.append(path)
+    return removed

@@ -1,0 +1,106 @@
+"""What the TUI shows and does, behind one interface: live services, a replay, or a scene.
+
+Screens only read (`store`, `servers()`, `events()`, `now()`) and request actions; actions
+block and are run by the screens on worker threads, never on the UI loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from console.profiles.loader import ProfileCatalog
+from console.telemetry.store import TimeSeriesStore
+from console.topology.model import Topology
+from console.topology.placement import Plan
+from console.tui.views import ServerView
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class BenchRequest:
+    """A benchmark asked for from the Bench screen."""
+
+    server_id: str
+    concurrency: tuple[int, ...] = (1, 4, 16)
+    requests: int = 32
+    input_len: int = 512
+    output_len: int = 256
+
+
+class ReplayControls(Protocol):
+    """Play/pause/seek of a replay (absent for live backends)."""
+
+    playing: bool
+    position_s: float
+    duration_s: float
+    speed: float
+    message: str | None
+    """Why the replay stops short (a damaged file), shown on every screen."""
+
+    def toggle(self) -> None: ...
+
+    def seek(self, position_s: float) -> None: ...
+
+    def step(self, frames: int) -> None: ...
+
+
+class Backend(Protocol):
+    demo: bool
+    read_only: bool
+    """True for replays and scenes: actions are refused with a message."""
+    store: TimeSeriesStore
+    topology: Topology
+    catalog: ProfileCatalog
+    runs_root: Path
+    campaigns: list[Path]
+    replay: ReplayControls | None
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    def now(self) -> float:
+        """The monotonic instant the screens show (the end of every chart's window)."""
+
+    def version(self) -> int:
+        """Moves whenever anything shown may have changed (store or servers)."""
+
+    def servers(self) -> list[ServerView]: ...
+
+    def events(self) -> list[str]:
+        """Recent discrete events (state changes, launches), newest last."""
+
+    def plan(
+        self, profile: str, layout: str, variant: str, replacing: str | None = None
+    ) -> Plan: ...
+
+    def flag_check(self, plan: Plan) -> str: ...
+
+    def launch(self, plan: Plan, progress: Progress) -> ServerView: ...
+
+    def stop_server(self, server_id: str, progress: Progress) -> str: ...
+
+    def restart(self, server_id: str, progress: Progress) -> ServerView: ...
+
+    def switch(self, server_id: str, plan: Plan, progress: Progress) -> ServerView: ...
+
+    def start_bench(self, request: BenchRequest) -> str: ...
+
+    def start_campaign(self, path: Path, overrides: dict[str, Any] | None = None) -> str: ...
+
+    def demo_campaign(self) -> tuple[Path, dict[str, Any]]:
+        """The ready-made demo sweep and the overrides that place it beside running servers."""
+
+    def log_path(self, server_id: str) -> str | None: ...
+
+
+class ActionRefused(Exception):
+    """The backend cannot do this (a replay, or a bad request); the message says why."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message

@@ -1,0 +1,357 @@
+"""The live backend: the real (or demo) services, monitored in the TUI's own event loop."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from console.bench.shipped import DEMO_CAMPAIGN, campaign_files
+from console.core.errors import ConsoleError
+from console.hw.backend import GpuBackend
+from console.profiles.command import build_command
+from console.profiles.flagcheck import FlagCheckUnavailable, check_args
+from console.profiles.loader import ProfileCatalog
+from console.server.manager import ServerManager
+from console.server.status import ServerStatus
+from console.telemetry.host_source import HostBackend
+from console.telemetry.store import TimeSeriesStore
+from console.topology.model import Topology
+from console.topology.placement import REDACTED, Plan, resolve
+from console.tui.backend import ActionRefused, BenchRequest, Progress, ReplayControls
+from console.tui.views import ServerView
+
+if TYPE_CHECKING:
+    from console.server.monitor import Monitor
+    from console.server.session_recorder import SessionRecorder
+
+
+def view_of(status: ServerStatus) -> ServerView:
+    data = status.to_json()
+    data["plan"] = status.record.plan.to_json()
+    return ServerView.from_json(data)
+
+
+class LiveBackend:
+    read_only = False
+    replay: ReplayControls | None = None
+
+    def __init__(
+        self,
+        *,
+        demo: bool,
+        manager: ServerManager,
+        gpu_backend: GpuBackend,
+        host_backend: HostBackend,
+        topology: Topology,
+        catalog: ProfileCatalog,
+        runs_root: Path,
+        campaigns: list[Path] | None = None,
+        interval_s: float = 1.0,
+        recordings: Path | None = None,
+        record_max_bytes: int | None = None,
+    ) -> None:
+        self.demo = demo
+        self.manager = manager
+        self.topology = topology
+        self.catalog = catalog
+        self.runs_root = runs_root
+        self.campaigns = campaign_files() if campaigns is None else campaigns
+        self.gpu_backend = gpu_backend
+        self.host_backend = host_backend
+        self.interval_s = interval_s
+        self.store = TimeSeriesStore()
+        self.monitor: Monitor | None = None
+        """Made by `start` (its HTTP stack is a fifth of a second of imports: the first
+        frame does not wait for it)."""
+        self.recordings = recordings
+        """Where the flight recorder writes (None: not recording)."""
+        self.record_max_bytes = record_max_bytes
+        self.recorder: SessionRecorder | None = None
+        self._events: list[str] = []
+        self._event_count = 0
+        self._views: tuple[int, list[ServerView]] = (-1, [])
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def version(self) -> int:
+        changes = self.monitor.change_count if self.monitor else 0
+        return self.store.version + changes + self._event_count
+
+    async def start(self) -> None:
+        # Server state twice a second: a crash shows within a second, and the watcher's
+        # file and /proc reads cost half of what the CLI's 4 Hz watch does.
+        from console.server import monitor
+
+        self.monitor = monitor.Monitor(
+            self.manager,
+            self.gpu_backend,
+            self.host_backend,
+            self.topology,
+            interval_s=self.interval_s,
+            sync_interval_s=0.5,
+            store=self.store,
+        )
+        if self.recordings is not None:
+            from console.server.session_recorder import DEFAULT_MAX_BYTES, SessionRecorder
+
+            self.recorder = SessionRecorder(
+                self.monitor,
+                self.recordings,
+                demo=self.demo,
+                topology=self.topology,
+                max_bytes=self.record_max_bytes or DEFAULT_MAX_BYTES,
+                runs=self._running_runs,
+            )
+            self.recorder.start()
+            if self.recorder.error:
+                self._note(self.recorder.error)
+        await self.monitor.start()
+
+    def _running_runs(self) -> list[dict[str, Any]]:
+        from console.bench.listing import list_runs
+
+        return [r.to_json() for r in list_runs(self.runs_root) if r.status == "running"]
+
+    async def stop(self) -> None:
+        if self.recorder is not None:
+            self.recorder.close()
+        if self.monitor is not None:
+            await self.monitor.stop()
+
+    def servers(self) -> list[ServerView]:
+        """Views of the watcher's current list, rebuilt only when the store moved."""
+        version = self.version()
+        if self._views[0] != version:
+            self._views = (version, [view_of(s) for s in self._statuses()])
+        return self._views[1]
+
+    def _statuses(self) -> list[ServerStatus]:
+        if self.monitor is None or self.monitor.watcher is None:
+            return []
+        return self.monitor.watcher.current
+
+    def events(self) -> list[str]:
+        changes = [
+            f"{time.strftime('%H:%M:%S')} {c.server_id}: "
+            f"{c.before.value if c.before else 'new'} -> {c.after.value}"
+            + (f" ({c.reason})" if c.reason else "")
+            for c in (self.monitor.changes if self.monitor else [])
+        ]
+        return (changes + self._events)[-50:]
+
+    def _note(self, text: str) -> None:
+        self._events = [*self._events, f"{time.strftime('%H:%M:%S')} {text}"][-50:]
+        self._event_count += 1
+        if self.recorder is not None:
+            self.recorder.event(text)
+
+    # -- plans ---------------------------------------------------------------------------
+
+    def plan(self, profile: str, layout: str, variant: str, replacing: str | None = None) -> Plan:
+        """Resolve a plan; `replacing` names a server a switch will stop first, so its
+        GPUs and port count as free."""
+        try:
+            loaded = self.catalog.get(profile)
+            gpus = self._free_gpus_like(loaded.profile.layouts[layout].gpus, replacing)
+            port = self._free_port(loaded.profile.server.port, replacing)
+            command = build_command(loaded, layout, variant, port=port, demo=self.demo, gpus=gpus)
+            return resolve(command, self.topology)
+        except ConsoleError as exc:
+            raise ActionRefused(exc.message) from None
+        except KeyError as exc:
+            raise ActionRefused(f"{profile} has no {exc.args[0]!r}") from None
+
+    def _busy(self, replacing: str | None = None) -> list[ServerStatus]:
+        return [s for s in self._statuses() if not s.state.terminal and s.id != replacing]
+
+    def _free_gpus_like(
+        self, wanted: tuple[int, ...], replacing: str | None
+    ) -> tuple[int, ...] | None:
+        """The layout's own GPUs when free; in demo mode, else free ones of its size (the
+        replaced server's first), so a demo server is always two keystrokes away."""
+        held = {g for s in self._busy(replacing) for g in s.record.plan.gpus}
+        if not held & set(wanted) or not self.demo:
+            return None
+        freed = [g for s in self._statuses() if s.id == replacing for g in s.record.plan.gpus]
+        free = freed + [g.index for g in self.topology.gpus if g.index not in held | set(freed)]
+        if len(free) < len(wanted):
+            return None
+        return tuple(sorted(free[: len(wanted)]))
+
+    def _free_port(self, preferred: int, replacing: str | None) -> int | None:
+        taken = {s.record.plan.port for s in self._busy(replacing)}
+        if preferred not in taken:
+            return None
+        port = preferred
+        while port in taken:
+            port += 1
+        return port
+
+    def flag_check(self, plan: Plan) -> str:
+        if self.demo:
+            return (
+                "demo: the simulator accepts every SGLang flag; `ddconsole profiles check` "
+                "parses plans with the installed SGLang's own parser"
+            )
+        args = list(plan.argv[3:])
+        if args[-2:] == ["--api-key", REDACTED]:
+            args = args[:-2]
+        try:
+            result = check_args(plan.argv[0], {"plan": args}, timeout=120)["plan"]
+        except FlagCheckUnavailable as exc:
+            return f"flag check unavailable: {exc.message}"
+        if result.ok:
+            return f"SGLang {result.sglang_version} parses every flag"
+        return "; ".join(f"{p.flag}: {p.message}" for p in result.problems)
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def launch(self, plan: Plan, progress: Progress) -> ServerView:
+        interpreter = None if self.demo else plan.argv[0]
+        try:
+            record = self.manager.launch(plan, interpreter=interpreter)
+        except ConsoleError as exc:
+            raise ActionRefused(exc.message) from None
+        self._note(f"launched {record.id} ({plan.profile} {plan.layout} {plan.variant})")
+        progress(f"{record.id}: started, port {plan.port}")
+        status = self.manager.wait(
+            record.id, on_event=lambda elapsed, label: progress(f"{elapsed:6.1f}s  {label}")
+        )
+        progress(
+            f"{record.id}: {status.state.value}" + (f" ({status.reason})" if status.reason else "")
+        )
+        return view_of(status)
+
+    def stop_server(self, server_id: str, progress: Progress) -> str:
+        status = self.manager.status(server_id, probe=False)
+        if status.state.terminal and not status.orphans:
+            self.manager.forget(server_id)
+            self._note(f"forgot {server_id}")
+            return f"forgot {server_id} ({status.state.value})"
+        report = self.manager.stop(server_id, on_event=lambda e, t: progress(f"{e:5.1f}s {t}"))
+        if status.state.terminal:
+            self.manager.forget(server_id)
+        self._note(report.summary())
+        return report.summary()
+
+    def restart(self, server_id: str, progress: Progress) -> ServerView:
+        record = self.manager.records.load(server_id)
+        status = self.manager.status(server_id, probe=False)
+        if not status.state.terminal:
+            progress(self.manager.stop(server_id, reason="restart").summary())
+        try:
+            self.manager.launch(
+                record.plan,
+                server_id=server_id,
+                interpreter=None if self.demo else record.plan.argv[0],
+            )
+        except ConsoleError as exc:
+            raise ActionRefused(exc.message) from None
+        self._note(f"restarted {server_id}")
+        return view_of(
+            self.manager.wait(
+                server_id, on_event=lambda elapsed, label: progress(f"{elapsed:6.1f}s  {label}")
+            )
+        )
+
+    def switch(self, server_id: str, plan: Plan, progress: Progress) -> ServerView:
+        """Stop `server_id` and whatever else holds the plan's GPUs, then launch the plan."""
+        in_the_way = [server_id] + [s.id for s in self.manager.conflicts(plan) if s.id != server_id]
+        for victim in in_the_way:
+            status = self.manager.status(victim, probe=False)
+            if status.state.terminal:
+                continue
+            progress(f"stopping {victim}")
+            report = self.manager.stop(victim, reason=f"switched to {plan.profile}")
+            progress(report.summary())
+            self._note(report.summary())
+            if report.port_free is False or report.gpus_released is False:
+                raise ActionRefused(f"{victim}'s port or GPUs are still held; not launching")
+        return self.launch(plan, progress)
+
+    def log_path(self, server_id: str) -> str | None:
+        try:
+            return self.manager.records.load(server_id).log_path
+        except ConsoleError:
+            return None
+
+    # -- benchmarks (detached, so they outlive the TUI) ----------------------------------
+
+    def _spawn(self, argv: list[str]) -> str:
+        command = [sys.executable, "-m", "console", *argv, "--json"]
+        if self.demo:
+            command.append("--demo")
+        completed = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+        if completed.returncode != 0:
+            lines = completed.stderr.strip().splitlines() or ["failed to start"]
+            raise ActionRefused(lines[-1].removeprefix("ddconsole: error: "))
+        run_id = str(json.loads(completed.stdout)["run_id"])
+        self._note(f"started run {run_id}")
+        return run_id
+
+    def start_bench(self, request: BenchRequest) -> str:
+        return self._spawn(
+            [
+                "bench",
+                "--server",
+                request.server_id,
+                "--concurrency",
+                ",".join(map(str, request.concurrency)),
+                "--requests",
+                str(request.requests),
+                "--input-len",
+                str(request.input_len),
+                "--output-len",
+                str(request.output_len),
+                "--detach",
+            ]
+        )
+
+    def start_campaign(self, path: Path, overrides: dict[str, Any] | None = None) -> str:
+        if overrides:
+            data = tomllib.loads(path.read_text())
+            data.update(overrides)
+            folder = Path(tempfile.mkdtemp(prefix="ddconsole-campaign-"))
+            path = folder / path.name
+            path.write_text(_to_toml(data))
+        return self._spawn(["campaign", str(path), "--detach"])
+
+    def demo_campaign(self) -> tuple[Path, dict[str, Any]]:
+        """The DDTree budget sweep, placed on a free GPU and port beside what already runs."""
+        path = next((p for p in self.campaigns if p.name == DEMO_CAMPAIGN), None)
+        if path is None:
+            raise ActionRefused(f"the demo campaign {DEMO_CAMPAIGN} is not installed")
+        return path, self._placement()
+
+    def _placement(self) -> dict[str, Any]:
+        held = {g for s in self._busy() for g in s.record.plan.gpus}
+        free = [g.index for g in self.topology.gpus if g.index not in held]
+        if not free:
+            raise ActionRefused("every GPU is held by a server; stop one first")
+        taken = {s.record.plan.port for s in self._busy()}
+        port = 30100
+        while port in taken:
+            port += 1
+        return {"gpus": [free[-1]], "port": port}
+
+
+def _to_toml(data: dict[str, Any]) -> str:
+    lines = []
+    for key, value in data.items():
+        if isinstance(value, str):
+            lines.append(f"{key} = {value!r}".replace("'", '"'))
+        elif isinstance(value, bool):
+            lines.append(f"{key} = {str(value).lower()}")
+        elif isinstance(value, list):
+            items = ", ".join(f'"{v}"' if isinstance(v, str) else str(v) for v in value)
+            lines.append(f"{key} = [{items}]")
+        elif value is not None:
+            lines.append(f"{key} = {value}")
+    return "\n".join(lines) + "\n"

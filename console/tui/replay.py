@@ -1,0 +1,241 @@
+"""Replay: a recording feeds the same store the live poller feeds, so every screen works.
+
+Position 0 is the recording's first instant. Playing advances the position with the wall
+clock (times `speed`); frames up to the position are written to the store through the
+poller's own write path. Seeking back rebuilds the store from the start (stores only grow
+forward in time). Actions that would change the host are refused: this is the past.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from pathlib import Path
+from typing import Any
+
+from console.profiles.loader import ProfileCatalog
+from console.telemetry.poller import write_result
+from console.telemetry.recording import Recording
+from console.telemetry.store import TimeSeriesStore
+from console.topology.model import GpuInfo, NumaNode, Topology
+from console.topology.placement import Plan
+from console.tui.backend import ActionRefused, BenchRequest, Progress, ReplayControls
+from console.tui.views import LIVE_STATES, ServerView
+
+PLAY_TICK_S = 0.25
+REFUSED = "this is a replay of a recording: nothing on the host can be changed from here"
+
+
+def topology_from_json(data: dict[str, Any]) -> Topology:
+    gpus = tuple(
+        GpuInfo(
+            index=int(g["index"]),
+            name=str(g.get("name", "?")),
+            uuid=g.get("uuid"),
+            bus_id=g.get("bus_id"),
+            memory_total_bytes=g.get("memory_total_bytes"),
+            numa_node=g.get("numa_node"),
+            cpu_affinity=tuple(g.get("cpu_affinity") or ()),
+            pcie_gen_current=g.get("pcie_gen_current"),
+            pcie_gen_max=g.get("pcie_gen_max"),
+            pcie_width_current=g.get("pcie_width_current"),
+            pcie_width_max=g.get("pcie_width_max"),
+            error=g.get("error"),
+        )
+        for g in data.get("gpus", [])
+    )
+    nodes = tuple(
+        NumaNode(
+            int(n["id"]),
+            tuple(n.get("cpus") or ()),
+            n.get("memory_total_bytes"),
+            tuple(n.get("gpus") or ()),
+        )
+        for n in data.get("numa_nodes", [])
+    )
+    return Topology(
+        source=str(data.get("source", "recording")),
+        gpus=gpus,
+        numa_nodes=nodes,
+        gpu_status=data.get("gpu_status"),
+        driver_version=data.get("driver_version"),
+    )
+
+
+class ReplayBackend:
+    read_only = True
+
+    def __init__(
+        self,
+        recording: Recording,
+        *,
+        runs_root: Path,
+        catalog: ProfileCatalog | None = None,
+        position_s: float | None = None,
+        playing: bool = True,
+        speed: float = 1.0,
+    ) -> None:
+        self.recording = recording
+        self.demo = bool(recording.header.get("demo"))
+        self.topology = topology_from_json(recording.header.get("topology") or {})
+        self.catalog = catalog or ProfileCatalog()
+        self.runs_root = runs_root
+        self.campaigns: list[Path] = []
+        self.store = TimeSeriesStore()
+        self.replay: ReplayControls | None = self
+        self.playing = playing
+        self.speed = speed
+        self.duration_s = recording.duration_s
+        self.position_s = 0.0
+        self.message = (
+            None
+            if recording.damage is None
+            else (
+                f"recording damaged: {recording.damage}; replaying up to "
+                f"{recording.duration_s:.0f} s"
+            )
+        )
+        self._applied = 0
+        self._servers: list[dict[str, Any]] = []
+        self._servers_t = 0.0
+        self._events: list[str] = []
+        self._runs: list[dict[str, Any]] = []
+        self._version = 0
+        self._task: asyncio.Task[None] | None = None
+        self.seek(self.duration_s if position_s is None else position_s)
+
+    # -- playback ------------------------------------------------------------------------
+
+    def _reset(self) -> None:
+        self.store = TimeSeriesStore(self.store.capacity)
+        self._applied = 0
+        self._servers = []
+        self._events = []
+        self._runs = []
+
+    def _apply_until(self, position_s: float) -> None:
+        frames = self.recording.frames
+        while self._applied < len(frames) and frames[self._applied].t <= position_s + 1e-9:
+            frame = frames[self._applied]
+            self._applied += 1
+            if frame.kind == "poll":
+                try:
+                    write_result(self.store, self.recording.poll_result(frame))
+                except (ValueError, KeyError, TypeError):
+                    continue  # one bad frame is skipped, not the replay
+            elif frame.kind == "servers":
+                self._servers = list(frame.data.get("v") or [])
+                self._servers_t = frame.t
+            elif frame.kind == "event":
+                self._events = [*self._events, f"{frame.t:7.1f}s {frame.data.get('v')}"][-50:]
+            elif frame.kind == "runs":
+                self._runs = list(frame.data.get("v") or [])
+        self.store.commit()
+
+    def seek(self, position_s: float) -> None:
+        position_s = max(0.0, min(self.duration_s, position_s))
+        if position_s < self.position_s or self._applied == 0:
+            self._reset()
+        self.position_s = position_s
+        self._apply_until(position_s)
+        self._version += 1
+
+    def step(self, frames: int) -> None:
+        """Move to the next (or previous) instant the recording has a poll at."""
+        times = sorted({f.t for f in self.recording.frames if f.kind == "poll"})
+        if not times:
+            return
+        if frames > 0:
+            later = [t for t in times if t > self.position_s + 1e-6]
+            target = later[min(len(later), frames) - 1] if later else times[-1]
+        else:
+            earlier = [t for t in times if t < self.position_s - 1e-6]
+            target = earlier[max(0, len(earlier) + frames)] if earlier else times[0]
+        self.playing = False
+        self.seek(target)
+
+    def toggle(self) -> None:
+        if not self.playing and self.position_s >= self.duration_s:
+            self.seek(0.0)
+        self.playing = not self.playing
+        self._version += 1
+
+    async def _play(self) -> None:
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(PLAY_TICK_S)
+            now = time.monotonic()
+            if self.playing:
+                target = self.position_s + (now - last) * self.speed
+                if target >= self.duration_s:
+                    target = self.duration_s
+                    self.playing = False
+                self.seek(target)
+            last = now
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._play())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    # -- what the screens read -----------------------------------------------------------
+
+    def now(self) -> float:
+        return self.recording.t0 + self.position_s
+
+    def version(self) -> int:
+        return self._version
+
+    def servers(self) -> list[ServerView]:
+        views = []
+        for data in self._servers:
+            view = ServerView.from_json(data)
+            if view.uptime_s is not None and view.state in LIVE_STATES:
+                # The recorded uptime ages with the replay position.
+                aged = view.uptime_s + (self.position_s - self._servers_t)
+                view = ServerView.from_json({**data, "uptime_s": aged})
+            views.append(view)
+        return views
+
+    def events(self) -> list[str]:
+        return list(self._events)
+
+    def runs(self) -> list[dict[str, Any]]:
+        return list(self._runs)
+
+    def log_path(self, server_id: str) -> str | None:
+        return next((s.log_path for s in self.servers() if s.id == server_id), None)
+
+    # -- actions: refused ----------------------------------------------------------------
+
+    def plan(self, profile: str, layout: str, variant: str, replacing: str | None = None) -> Plan:
+        raise ActionRefused(REFUSED)
+
+    def flag_check(self, plan: Plan) -> str:
+        raise ActionRefused(REFUSED)
+
+    def launch(self, plan: Plan, progress: Progress) -> ServerView:
+        raise ActionRefused(REFUSED)
+
+    def stop_server(self, server_id: str, progress: Progress) -> str:
+        raise ActionRefused(REFUSED)
+
+    def restart(self, server_id: str, progress: Progress) -> ServerView:
+        raise ActionRefused(REFUSED)
+
+    def switch(self, server_id: str, plan: Plan, progress: Progress) -> ServerView:
+        raise ActionRefused(REFUSED)
+
+    def start_bench(self, request: BenchRequest) -> str:
+        raise ActionRefused(REFUSED)
+
+    def start_campaign(self, path: Path, overrides: dict[str, Any] | None = None) -> str:
+        raise ActionRefused(REFUSED)
+
+    def demo_campaign(self) -> tuple[Path, dict[str, Any]]:
+        raise ActionRefused(REFUSED)

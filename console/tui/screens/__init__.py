@@ -1,0 +1,1 @@
+"""The console's screens (one per mode) and its modal dialogs."""

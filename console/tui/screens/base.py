@@ -1,0 +1,49 @@
+"""What every mode screen shares: the top bar, the footer, and data refresh on demand."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, cast
+
+from textual.app import ComposeResult
+from textual.screen import Screen
+from textual.widgets import Footer
+
+from console.tui.widgets.topbar import TopBar
+
+if TYPE_CHECKING:
+    from console.tui.app import ConsoleApp
+    from console.tui.backend import Backend
+
+
+class ConsoleScreen(Screen[None]):
+    """A mode screen. The app calls `refresh_data` when the backend's version moved while
+    the screen is shown, and when the screen is shown again."""
+
+    TITLE = "screen"
+
+    @property
+    def console(self) -> ConsoleApp:
+        return cast("ConsoleApp", self.app)
+
+    @property
+    def backend(self) -> Backend:
+        return self.console.backend
+
+    def compose(self) -> ComposeResult:
+        yield TopBar(self.TITLE)
+        yield from self.compose_body()
+        yield Footer()
+
+    def compose_body(self) -> ComposeResult:
+        yield from ()
+
+    def on_screen_resume(self) -> None:
+        # Paint what the screen already shows first; fresh data follows a frame later.
+        self.call_after_refresh(self.refresh_data)
+
+    def refresh_data(self) -> None:
+        """Re-read the backend and update widgets (cheap: no I/O, no blocking calls)."""
+
+    def refresh_topbar(self, note: str | None = None) -> None:
+        for bar in self.query(TopBar):
+            bar.update_bar(note)

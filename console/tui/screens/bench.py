@@ -1,0 +1,307 @@
+"""Bench: load a ready server or start a campaign (a file, chosen cells, or the demo sweep),
+and follow any running campaign live — including ones started elsewhere (detached)."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+from rich.console import Group
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import DataTable, Input, Label, OptionList, Static
+from textual.widgets.option_list import Option
+
+from console.bench.listing import RunRow, list_runs
+from console.bench.rundir import RunDir
+from console.bench.summary import summarize_run
+from console.bench.tables import SUMMARY_HEADERS, summary_rows
+from console.tui.backend import ActionRefused, BenchRequest
+from console.tui.screens.base import ConsoleScreen
+from console.tui.screens.cells import CellsChoice, CellsScreen, parse_positive_ints
+from console.tui.screens.modals import ConfirmScreen
+from console.tui.widgets.run_tables import rows_table
+
+RECENT_RUNS = 8
+LIST_EVERY_S = 1.0
+
+
+def progress_bar(done: int, planned: int, width: int = 20) -> str:
+    filled = 0 if planned <= 0 else min(width, round(width * done / planned))
+    return "█" * filled + "░" * (width - filled)
+
+
+def cells_toml(choice: CellsChoice) -> str:
+    lines = [
+        'name = "chosen-cells"',
+        f"concurrency = [{', '.join(map(str, choice.concurrency))}]",
+        f"requests = {choice.requests}",
+    ]
+    for profile, layout, variant in choice.cells:
+        lines += [
+            "",
+            "[[cells]]",
+            f'profile = "{profile}"',
+            f'layout = "{layout}"',
+            f'variant = "{variant}"',
+        ]
+    return "\n".join(lines) + "\n"
+
+
+class BenchScreen(ConsoleScreen):
+    TITLE = "Bench"
+    DEFAULT_CSS = """
+    BenchScreen #top { height: 2fr; min-height: 8; }
+    BenchScreen #pickers { width: 1fr; }
+    BenchScreen #pickers OptionList { height: 1fr; }
+    BenchScreen #active { width: 1fr; }
+    BenchScreen #load { height: 3; }
+    BenchScreen #load Input { width: 1fr; }
+    BenchScreen #load Label { padding: 1 0 0 1; }
+    BenchScreen #levels { height: 3fr; border-top: solid $primary-darken-2; padding: 0 1; }
+    BenchScreen .section { text-style: bold; padding: 0 1; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("g", "bench", "Bench server"),
+        Binding("c", "campaign", "Run campaign"),
+        Binding("p", "cells", "Pick cells"),
+        Binding("D", "demo", "Demo campaign"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runs: list[RunRow] = []
+        self._listed_at = 0.0
+        self._targets: list[str] = []
+
+    def compose_body(self) -> ComposeResult:
+        with Horizontal(id="top"):
+            with Vertical(id="pickers"):
+                yield Static("ready servers (g: benchmark)", classes="section")
+                yield OptionList(id="targets")
+                yield Static("campaign files (c: run)", classes="section")
+                yield OptionList(
+                    *[Option(p.stem, id=str(p)) for p in self.backend.campaigns], id="campaigns"
+                )
+            with Vertical(id="active"):
+                yield Static("runs (newest first)", classes="section")
+                yield DataTable(id="recent", cursor_type="row")
+        with Horizontal(id="load"):
+            yield Label("concurrency")
+            yield Input("1,4,16", id="concurrency")
+            yield Label("requests")
+            yield Input("32", id="requests")
+            yield Label("in")
+            yield Input("512", id="input-len")
+            yield Label("out")
+            yield Input("256", id="output-len")
+        with VerticalScroll(id="levels"):
+            yield Static(Text("select a run to follow it", style="dim"), id="levels-text")
+
+    def on_mount(self) -> None:
+        self.query_one("#recent", DataTable).add_columns("RUN", "STATUS", "CELLS", "NOW")
+
+    def refresh_data(self) -> None:
+        if not self.is_mounted:
+            return
+        targets = [s for s in self.backend.servers() if s.state == "ready"]
+        ids = [s.id for s in targets]
+        if ids != self._targets:
+            self._targets = ids
+            widget = self.query_one("#targets", OptionList)
+            widget.clear_options()
+            widget.add_options(
+                [Option(f"{s.id}  {s.label}  :{s.port}", id=s.id) for s in targets]
+                or [Option(Text("none ready: s, then n to launch", style="dim"), disabled=True)]
+            )
+            if targets:
+                widget.highlighted = 0
+        if time.monotonic() - self._listed_at >= LIST_EVERY_S:
+            self._listed_at = time.monotonic()
+            self._load_runs()
+
+    @work(thread=True, exclusive=True, group="bench-runs")
+    def _load_runs(self) -> None:
+        rows = list(reversed(list_runs(self.backend.runs_root)))[:RECENT_RUNS]
+        self.app.call_from_thread(self._show_runs, rows)
+
+    def _show_runs(self, rows: list[RunRow]) -> None:
+        table = self.query_one("#recent", DataTable)
+        selected = self._selected_run()
+        if [r.to_json() for r in rows] != [r.to_json() for r in self.runs]:
+            self.runs = rows
+            table.clear()
+            for row in rows:
+                table.add_row(
+                    row.run_id,
+                    Text(row.status, style="bold yellow" if row.status == "running" else ""),
+                    f"{row.cells_done}/{row.cells}",
+                    _progress_text(row.progress),
+                    key=row.run_id,
+                )
+            ids = [r.run_id for r in rows]
+            if selected in ids:
+                table.move_cursor(row=ids.index(selected))
+        run_id = self._selected_run()
+        if run_id is not None:
+            self._load_levels(run_id)
+
+    def _selected_run(self) -> str | None:
+        table = self.query_one("#recent", DataTable)
+        if not self.runs or not 0 <= table.cursor_row < len(self.runs):
+            return None
+        return self.runs[table.cursor_row].run_id
+
+    def on_data_table_row_highlighted(self) -> None:
+        run_id = self._selected_run()
+        if run_id is not None:
+            self._load_levels(run_id)
+
+    @work(thread=True, exclusive=True, group="bench-levels")
+    def _load_levels(self, run_id: str) -> None:
+        try:
+            summary = summarize_run(RunDir(self.backend.runs_root / run_id))
+        except Exception as exc:
+            self.app.call_from_thread(
+                self._show_levels, Text(f"{run_id}: unreadable: {exc}", style="red")
+            )
+            return
+        row = next((r for r in self.runs if r.run_id == run_id), None)
+        self.app.call_from_thread(self._show_levels, self._levels_view(summary, row))
+
+    def _levels_view(self, summary: dict[str, Any], row: RunRow | None) -> Group:
+        head = Text.assemble((summary["run_id"], "bold"), f"  {summary.get('name') or ''}  ")
+        head.append(
+            f"[{summary['status']}]", style="yellow" if summary["status"] != "done" else "green"
+        )
+        parts: list[Any] = [head]
+        if row is not None and row.progress:
+            done = int(row.progress.get("done") or 0)
+            planned = int(row.progress.get("planned") or 0)
+            parts.append(
+                Text(
+                    f"now: {row.progress.get('cell')} level {row.progress.get('level')}  "
+                    f"{progress_bar(done, planned)} {done}/{planned} requests"
+                )
+            )
+        width = self.size.width
+        parts.append(rows_table(SUMMARY_HEADERS, summary_rows(summary), width - 2))
+        for finding in summary["findings"]:
+            parts.append(Text(f"! {finding['kind']}: {finding['message']}", style="yellow"))
+        return Group(*parts)
+
+    def _show_levels(self, view: Any) -> None:
+        self.query_one("#levels-text", Static).update(view)
+
+    # -- actions -------------------------------------------------------------------------
+
+    def _read_only(self) -> bool:
+        if self.backend.read_only:
+            self.notify("read-only: this is a replay", severity="warning")
+            return True
+        return False
+
+    def action_bench(self) -> None:
+        if self._read_only():
+            return
+        targets = self.query_one("#targets", OptionList)
+        if targets.highlighted is None or not self._targets:
+            self.notify(
+                "no ready server: launch one on the Servers screen (s, n)", severity="warning"
+            )
+            return
+        server_id = self._targets[targets.highlighted]
+        try:
+            request = BenchRequest(
+                server_id=server_id,
+                concurrency=parse_positive_ints(
+                    self.query_one("#concurrency", Input).value, "concurrency"
+                ),
+                requests=parse_positive_ints(self.query_one("#requests", Input).value, "requests")[
+                    0
+                ],
+                input_len=parse_positive_ints(self.query_one("#input-len", Input).value, "in")[0],
+                output_len=parse_positive_ints(self.query_one("#output-len", Input).value, "out")[
+                    0
+                ],
+            )
+        except ValueError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self._start(lambda: self.backend.start_bench(request), f"benchmark of {server_id}")
+
+    def action_campaign(self) -> None:
+        if self._read_only():
+            return
+        files = self.query_one("#campaigns", OptionList)
+        if files.highlighted is None:
+            self.notify("no campaign files found", severity="warning")
+            return
+        option = files.get_option_at_index(files.highlighted)
+        path = Path(str(option.id))
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self._start(lambda: self.backend.start_campaign(path), f"campaign {path.stem}")
+
+        self.app.push_screen(
+            ConfirmScreen(
+                f"Run campaign {path.stem}?",
+                f"{path}\nEach cell launches its server, loads it and stops it; servers "
+                "holding the same GPUs are in the way. It runs detached and keeps going if "
+                "you quit.",
+            ),
+            confirmed,
+        )
+
+    def action_cells(self) -> None:
+        if self._read_only():
+            return
+
+        def chosen(choice: CellsChoice | None) -> None:
+            if choice is None:
+                return
+            folder = Path(tempfile.mkdtemp(prefix="ddconsole-cells-"))
+            path = folder / "chosen-cells.toml"
+            path.write_text(cells_toml(choice))
+            self._start(lambda: self.backend.start_campaign(path), "campaign of chosen cells")
+
+        self.app.push_screen(CellsScreen(), chosen)
+
+    def action_demo(self) -> None:
+        if self._read_only():
+            return
+
+        def start() -> str:
+            path, overrides = self.backend.demo_campaign()
+            return self.backend.start_campaign(path, overrides)
+
+        self._start(start, "demo campaign (DDTree budget sweep)")
+
+    @work(thread=True, group="bench-start")
+    def _start(self, action: Any, what: str) -> None:
+        self.app.call_from_thread(self.notify, f"starting {what}…", timeout=2)
+        try:
+            run_id = action()
+        except ActionRefused as exc:
+            self.app.call_from_thread(self.notify, exc.message, severity="error")
+            return
+        except Exception as exc:
+            self.app.call_from_thread(self.notify, f"{type(exc).__name__}: {exc}", severity="error")
+            return
+        self.app.call_from_thread(self.notify, f"{what}: run {run_id} (detached)")
+        self._listed_at = 0.0
+
+
+def _progress_text(progress: dict[str, Any] | None) -> str:
+    if not progress:
+        return ""
+    return (
+        f"{progress.get('cell')} L{progress.get('level')} "
+        f"{progress.get('done')}/{progress.get('planned')}"
+    )

@@ -1,0 +1,167 @@
+"""The dashboard: servers, live charts on one time axis, GPUs by NUMA node, sources."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Grid, VerticalScroll
+
+from console.core.units import pcie_link_bytes_s
+from console.telemetry.samples import GpuSample
+from console.tui.screens.base import ConsoleScreen
+from console.tui.views import ServerView
+from console.tui.widgets.chart import Line, TimeChart
+from console.tui.widgets.gpu_table import GpuTable
+from console.tui.widgets.now_line import now_line
+from console.tui.widgets.pane import Pane
+from console.tui.widgets.server_strip import ServerStrip
+from console.tui.widgets.sources_bar import SourcesBar
+
+WINDOWS_S = (60, 120, 300, 600, 1800)
+CHARTS_PER_TICK = 2
+CHARTS = (
+    ("tok", "output", "tok/s"),
+    ("accept", "acceptance length", "tok/step"),
+    ("queue", "requests", ""),
+    ("ttft", "TTFT", "ms"),
+    ("itl", "ITL", "ms"),
+    ("gpu", "GPU load", "%"),
+)
+
+
+class DashboardScreen(ConsoleScreen):
+    TITLE = "Dashboard"
+    DEFAULT_CSS = """
+    DashboardScreen #charts { grid-size: 3 2; grid-gutter: 0 1; height: 2fr; min-height: 16; }
+    DashboardScreen #charts.narrow { grid-size: 2 3; min-height: 24; }
+    DashboardScreen #body { height: 1fr; }
+    DashboardScreen ServerStrip { margin: 0 1; }
+    DashboardScreen #now { margin: 0 1; }
+    DashboardScreen GpuTable { margin: 0 1; }
+    DashboardScreen SourcesBar { margin: 0 1; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("f", "focus_next_server", "Next server"),
+        Binding("plus,equals_sign", "zoom(-1)", "Zoom in", key_display="+"),
+        Binding("minus", "zoom(1)", "Zoom out", key_display="-"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.focused_server: str | None = None
+        self.window_s: float = 300
+        self._charts_at: float | None = None
+        self._charts_key: tuple[object, ...] = ()
+        self._pending: list[str] = []
+
+    def compose_body(self) -> ComposeResult:
+        with VerticalScroll(id="body"):
+            yield ServerStrip(id="strip")
+            yield Pane(id="now")
+            with Grid(id="charts"):
+                for chart_id, title, unit in CHARTS:
+                    yield TimeChart(title, unit, id=f"chart-{chart_id}")
+            yield GpuTable(id="gpus")
+            yield SourcesBar(id="sources")
+
+    def on_resize(self) -> None:
+        self.query_one("#charts").set_class(self.size.width < 120, "narrow")
+        self.refresh_data()
+
+    def _focus(self, servers: list[ServerView]) -> ServerView | None:
+        ids = [s.id for s in servers]
+        if self.focused_server not in ids:
+            live = [s for s in servers if s.state == "ready"] or servers
+            self.focused_server = live[0].id if live else None
+        return next((s for s in servers if s.id == self.focused_server), None)
+
+    def action_focus_next_server(self) -> None:
+        servers = self.backend.servers()
+        if not servers:
+            self.notify("no servers yet", severity="warning")
+            return
+        ids = [s.id for s in servers]
+        current = ids.index(self.focused_server) if self.focused_server in ids else -1
+        self.focused_server = ids[(current + 1) % len(ids)]
+        self.refresh_data()
+
+    def action_zoom(self, direction: int) -> None:
+        index = WINDOWS_S.index(int(self.window_s)) if self.window_s in WINDOWS_S else 2
+        index = max(0, min(len(WINDOWS_S) - 1, index + direction))
+        self.window_s = WINDOWS_S[index]
+        self.notify(f"chart window {self.window_s:.0f} s", timeout=1.5)
+        self.refresh_data()
+
+    def refresh_data(self) -> None:
+        if not self.is_mounted:
+            return
+        backend = self.backend
+        store = backend.store
+        servers = backend.servers()
+        server = self._focus(servers)
+        self.query_one(ServerStrip).show(servers, self.focused_server)
+        now_pane = self.query_one("#now", Pane)
+        now_pane.put(now_line(store, server, now_pane.size.width or self.size.width))
+        self.query_one(GpuTable).show(store, backend.topology, servers)
+        self.query_one(SourcesBar).show(store)
+        self._charts(backend.now(), server)
+
+    def _charts(self, now: float, server: ServerView | None) -> None:
+        """Charts move when a column's worth of time has passed (a 300 s window on a
+        40-column chart advances one column every ~8 s): redrawing sooner costs CPU and
+        shows nothing new (the line above the charts carries the latest values every
+        tick). A round of redraws shares one `now`, so every chart ends at the same
+        instant, and is spread over ticks (two charts a tick) so no tick stalls keys; a
+        new server, window or size redraws everything at once."""
+        chart = self.query_one("#chart-tok", TimeChart)
+        key = (server.id if server else None, self.window_s, self.size, chart.size)
+        column_s = self.window_s / max(1, chart.size.width or 40)
+        changed = key != self._charts_key
+        if changed or self._charts_at is None or not (0 <= now - self._charts_at < column_s):
+            self._charts_key = key
+            self._charts_at = now
+            self._pending = [chart_id for chart_id, _, _ in CHARTS]
+        if not self._pending:
+            return
+        lines = self._lines(server)
+        batch = len(self._pending) if changed else CHARTS_PER_TICK
+        for chart_id in self._pending[:batch]:
+            chart = self.query_one(f"#chart-{chart_id}", TimeChart)
+            chart.draw(self.backend.store, lines[chart_id], self._charts_at, self.window_s)
+        self._pending = self._pending[batch:]
+
+    def _lines(self, server: ServerView | None) -> dict[str, list[Line]]:
+        if server is None:
+            return {chart_id: [] for chart_id, _, _ in CHARTS}
+        prefix = f"server.{server.id}"
+
+        def one(name: str, label: str, scale: float = 1.0) -> Line:
+            return Line((f"{prefix}.{name}",), label, scale)
+
+        gpus = server.gpus or tuple(g.index for g in self.backend.topology.gpus)
+        gpu_lines = [Line(tuple(f"gpu.{g}.util_pct" for g in gpus), "util")]
+        link = self._link_capacity(gpus)
+        if link:
+            scale = 100 / link
+            gpu_lines += [
+                Line(tuple(f"gpu.{g}.pcie_rx_bytes_s" for g in gpus), "PCIe rx", scale),
+                Line(tuple(f"gpu.{g}.pcie_tx_bytes_s" for g in gpus), "PCIe tx", scale),
+            ]
+        return {
+            "tok": [one("decode_tok_s", "tok/s")],
+            "accept": [one("accept_length", "accept")],
+            "queue": [one("running", "running"), one("queued", "queued")],
+            "ttft": [one("ttft_p50_s", "p50", 1000), one("ttft_p99_s", "p99", 1000)],
+            "itl": [one("itl_p50_s", "p50", 1000), one("itl_p99_s", "p99", 1000)],
+            "gpu": gpu_lines,
+        }
+
+    def _link_capacity(self, gpus: tuple[int, ...]) -> float | None:
+        """The current PCIe link's one-way capacity of the first GPU (they share a design)."""
+        for gpu in gpus:
+            sample = self.backend.store.latest(f"gpu:{gpu}")
+            if isinstance(sample, GpuSample):
+                return pcie_link_bytes_s(sample.pcie_gen_current, sample.pcie_width_current)
+        return None

@@ -1,0 +1,217 @@
+"""Logs: one server's log, followed live, searchable, errors highlighted, and the classified
+failure reason on top. Secrets in log lines are masked before they are shown."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import deque
+from typing import ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.widgets import RichLog, Static
+
+from console.core.redact import redact_text, secret_values
+from console.server.classify import is_error_line
+from console.server.milestones import LogFollower, tail_lines
+from console.tui.screens.base import ConsoleScreen
+from console.tui.screens.modals import PromptScreen
+from console.tui.views import ServerView
+
+MAX_LINES = 5000
+
+
+class LogsScreen(ConsoleScreen):
+    TITLE = "Logs"
+    DEFAULT_CSS = """
+    LogsScreen #which { height: 1; padding: 0 1; background: $boost; }
+    LogsScreen #reason { height: auto; max-height: 8; padding: 0 1; }
+    LogsScreen #log { height: 1fr; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("left_square_bracket", "cycle(-1)", "Prev server", key_display="["),
+        Binding("right_square_bracket", "cycle(1)", "Next server", key_display="]"),
+        Binding("f", "follow", "Follow"),
+        Binding("slash", "search", "Search", key_display="/"),
+        Binding("n", "next_match(1)", "Next match"),
+        Binding("N", "next_match(-1)", "Prev match"),
+        Binding("e", "next_error", "Next error"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.server_id: str | None = None
+        self.follow = True
+        self.lines: deque[str] = deque(maxlen=MAX_LINES)
+        self.pattern: re.Pattern[str] | None = None
+        self.match_at = -1
+        self._follower: LogFollower | None = None
+        self._reading = False
+
+    def compose_body(self) -> ComposeResult:
+        yield Static("", id="which")
+        yield Static("", id="reason")
+        yield RichLog(id="log", max_lines=MAX_LINES, wrap=False, markup=False, auto_scroll=True)
+
+    def show_server(self, server_id: str) -> None:
+        if server_id != self.server_id:
+            self.server_id = server_id
+            self._follower = None
+            self.lines.clear()
+            self.match_at = -1
+            if self.is_mounted:
+                self.query_one("#log", RichLog).clear()
+        self.refresh_data()
+
+    def _server(self) -> ServerView | None:
+        servers = self.backend.servers()
+        if self.server_id is None or all(s.id != self.server_id for s in servers):
+            if not servers:
+                return None
+            failed = [s for s in servers if s.state == "failed"]
+            self.show_server((failed or servers)[-1].id)
+        return next((s for s in servers if s.id == self.server_id), None)
+
+    def refresh_data(self) -> None:
+        if not self.is_mounted:
+            return
+        server = self._server()
+        which = self.query_one("#which", Static)
+        reason = self.query_one("#reason", Static)
+        if server is None:
+            which.update(Text("no servers: nothing to show", style="dim"))
+            reason.update("")
+            return
+        mode = "following" if self.follow else "paused (f to follow)"
+        search = f"  search /{self.pattern.pattern}/" if self.pattern else ""
+        which.update(
+            Text.assemble(
+                (server.id, "bold"),
+                f"  {server.label}  {server.state}  {server.log_path or 'no log'}  ",
+                (mode, "dim"),
+                (search, "cyan"),
+            )
+        )
+        if server.state == "failed":
+            reason.update(
+                Text.assemble(
+                    ("FAILED ", "bold white on red"),
+                    (f" {server.reason or 'unknown'}", "bold red"),
+                    (f"  [{server.failure_kind}]" if server.failure_kind else "", "dim"),
+                )
+            )
+        elif server.reason:
+            reason.update(Text(server.reason, style="yellow"))
+        else:
+            reason.update("")
+        if server.log_path and not self._reading:
+            self._reading = True
+            self._read(server.log_path, self._secrets(server))
+
+    def _secrets(self, server: ServerView) -> set[str]:
+        names = [str(server.plan.get("api_key_env"))] if server.plan.get("api_key_env") else []
+        return secret_values(os.environ, names)
+
+    @work(thread=True, group="log-read")
+    def _read(self, path: str, secrets: set[str]) -> None:
+        try:
+            if self._follower is None or self._follower.path != path:
+                first = [
+                    redact_text(line, secrets) for line in tail_lines(path, MAX_LINES, 4 << 20)
+                ]
+                follower = LogFollower(path)
+                follower.offset = os.path.getsize(path) if os.path.exists(path) else 0
+                self._follower = follower
+                self.app.call_from_thread(self._append, first)
+            else:
+                new = [redact_text(line, secrets) for line in self._follower.read_new_lines()]
+                if new:
+                    self.app.call_from_thread(self._append, new)
+        finally:
+            self._reading = False
+
+    def _styled(self, line: str) -> Text:
+        text = Text(line, style="bold red" if is_error_line(line) else "")
+        if self.pattern is not None:
+            text.highlight_regex(self.pattern, style="black on yellow")
+        return text
+
+    def _append(self, lines: list[str]) -> None:
+        log = self.query_one("#log", RichLog)
+        self.lines.extend(lines)
+        for line in lines:
+            log.write(self._styled(line), scroll_end=self.follow)
+
+    def _redraw(self) -> None:
+        log = self.query_one("#log", RichLog)
+        log.clear()
+        for line in self.lines:
+            log.write(self._styled(line), scroll_end=False)
+
+    # -- actions -------------------------------------------------------------------------
+
+    def action_cycle(self, step: int) -> None:
+        servers = self.backend.servers()
+        if not servers:
+            return
+        ids = [s.id for s in servers]
+        index = ids.index(self.server_id) if self.server_id in ids else -1
+        self.show_server(ids[(index + step) % len(ids)])
+
+    def action_follow(self) -> None:
+        self.follow = not self.follow
+        log = self.query_one("#log", RichLog)
+        log.auto_scroll = self.follow
+        if self.follow:
+            log.scroll_end(animate=False)
+        self.refresh_data()
+
+    def action_search(self) -> None:
+        def searched(text: str | None) -> None:
+            if text is None:
+                return
+            if not text:
+                self.pattern = None
+            else:
+                try:
+                    self.pattern = re.compile(text, re.IGNORECASE)
+                except re.error:
+                    self.pattern = re.compile(re.escape(text), re.IGNORECASE)
+            self.match_at = -1
+            self._redraw()
+            if self.pattern is not None:
+                self.action_next_match(1)
+            self.refresh_data()
+
+        current = self.pattern.pattern if self.pattern else ""
+        self.app.push_screen(PromptScreen("Search the log (regex)", current), searched)
+
+    def _jump(self, predicate: object, step: int, what: str) -> None:
+        lines = list(self.lines)
+        if not lines:
+            return
+        start = self.match_at if self.match_at >= 0 else (len(lines) - 1 if step < 0 else -1)
+        for offset in range(1, len(lines) + 1):
+            index = (start + step * offset) % len(lines)
+            if callable(predicate) and predicate(lines[index]):
+                self.match_at = index
+                self.follow = False
+                log = self.query_one("#log", RichLog)
+                log.auto_scroll = False
+                log.scroll_to(y=max(0, index - 3), animate=False)
+                self.refresh_data()
+                return
+        self.notify(f"no {what}", severity="warning")
+
+    def action_next_match(self, step: int) -> None:
+        pattern = self.pattern
+        if pattern is None:
+            self.action_search()
+            return
+        self._jump(lambda line: bool(pattern.search(line)), step, f"match for /{pattern.pattern}/")
+
+    def action_next_error(self) -> None:
+        self._jump(is_error_line, 1, "error lines")

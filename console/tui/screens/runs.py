@@ -1,0 +1,185 @@
+"""Runs: every run on disk, one run's results, and two runs side by side."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.widgets import DataTable, Static
+
+from console.bench.compare import compare_runs
+from console.bench.listing import RunRow, list_runs
+from console.bench.rundir import RunDir
+from console.bench.summary import summarize_run
+from console.tui.screens.base import ConsoleScreen
+from console.tui.widgets.run_tables import compare_view, summary_view
+
+# How often the list is re-read from disk while shown (runs change only through campaigns).
+LIST_EVERY_S = 2.0
+
+
+class RunsScreen(ConsoleScreen):
+    TITLE = "Runs"
+    DEFAULT_CSS = """
+    RunsScreen #runs { height: auto; max-height: 40%; min-height: 3; }
+    RunsScreen #detail { height: 1fr; border-top: solid $primary-darken-2; padding: 0 1; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("c", "compare", "Compare"),
+        Binding("escape", "clear_compare", "Clear", show=False),
+        Binding("ctrl+r", "reload", "Reload"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[RunRow] = []
+        self.marked: str | None = None
+        self.shown: str | None = None
+        self.summary: dict[str, Any] | None = None
+        self._listed_at = 0.0
+        self.comparing = False
+
+    def compose_body(self) -> ComposeResult:
+        yield DataTable(id="runs", cursor_type="row", zebra_stripes=True)
+        with VerticalScroll(id="detail"):
+            yield Static(Text("no run selected", style="dim"), id="detail-text")
+
+    def on_mount(self) -> None:
+        table = self.query_one("#runs", DataTable)
+        table.add_columns("RUN", "NAME", "KIND", "STATUS", "CELLS", "CREATED")
+
+    def refresh_data(self) -> None:
+        if not self.is_mounted:
+            return
+        if time.monotonic() - self._listed_at >= LIST_EVERY_S:
+            self._listed_at = time.monotonic()
+            self._load_list()
+
+    def action_reload(self) -> None:
+        self._listed_at = 0.0
+        self.shown = None
+        self.refresh_data()
+
+    @work(thread=True, exclusive=True, group="runs-list")
+    def _load_list(self) -> None:
+        rows = list(reversed(list_runs(self.backend.runs_root)))
+        self.app.call_from_thread(self._show_list, rows)
+
+    def _show_list(self, rows: list[RunRow]) -> None:
+        table = self.query_one("#runs", DataTable)
+        selected = self.selected_id()
+        if [r.to_json() for r in rows] != [r.to_json() for r in self.rows]:
+            self.rows = rows
+            table.clear()
+            for row in rows:
+                created = (
+                    time.strftime("%Y-%m-%d %H:%M", time.localtime(row.created_wall))
+                    if row.created_wall
+                    else "-"
+                )
+                mark = "* " if row.run_id == self.marked else ""
+                status = row.status if row.error is None else f"unreadable: {row.error}"
+                table.add_row(
+                    mark + row.run_id,
+                    row.name or "-",
+                    row.kind or "-",
+                    status,
+                    f"{row.cells_done}/{row.cells}",
+                    created,
+                    key=row.run_id,
+                )
+            ids = [r.run_id for r in rows]
+            if selected in ids:
+                table.move_cursor(row=ids.index(selected))
+        if not rows:
+            self.query_one("#detail-text", Static).update(
+                Text(
+                    f"no runs in {self.backend.runs_root} yet: b for Bench, then D for the "
+                    "demo campaign or g to benchmark a ready server",
+                    style="dim",
+                )
+            )
+            return
+        current = self.selected_id()
+        if self.comparing:
+            return
+        running = any(r.run_id == current and r.status == "running" for r in rows)
+        if current != self.shown or running:
+            self._load_detail(current)
+
+    def selected_id(self) -> str | None:
+        table = self.query_one("#runs", DataTable)
+        if table.row_count == 0 or not 0 <= table.cursor_row < len(self.rows):
+            return None
+        return self.rows[table.cursor_row].run_id
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        run_id = self.selected_id()
+        if self.comparing and self.shown and self.shown.endswith(f"|{run_id}"):
+            return
+        self.comparing = False
+        if run_id != self.shown:
+            self._load_detail(run_id)
+
+    @work(thread=True, exclusive=True, group="runs-detail")
+    def _load_detail(self, run_id: str | None) -> None:
+        if run_id is None:
+            return
+        try:
+            summary = summarize_run(RunDir(self.backend.runs_root / run_id))
+        except Exception as exc:  # an unreadable run shows why, the list stays usable
+            self.app.call_from_thread(self._show_text, f"{run_id}: unreadable: {exc}")
+            return
+        self.app.call_from_thread(self._show_summary, run_id, summary)
+
+    def _show_text(self, text: str) -> None:
+        self.query_one("#detail-text", Static).update(Text(text, style="red"))
+
+    def _show_summary(self, run_id: str, summary: dict[str, Any]) -> None:
+        self.shown = run_id
+        self.summary = summary
+        width = self.query_one("#detail").size.width or self.size.width
+        self.query_one("#detail-text", Static).update(summary_view(summary, width - 2))
+
+    def action_compare(self) -> None:
+        current = self.selected_id()
+        if current is None:
+            return
+        if self.marked is None or self.marked == current:
+            self.marked = current
+            self.rows = []
+            self._listed_at = 0.0
+            self.refresh_data()
+            self.notify(f"marked {current}; select another run and press c to compare")
+            return
+        self.comparing = True
+        self._compare(self.marked, current)
+
+    def action_clear_compare(self) -> None:
+        self.marked = None
+        self.comparing = False
+        self.shown = None
+        self.rows = []
+        self._listed_at = 0.0
+        self.refresh_data()
+
+    @work(thread=True, exclusive=True, group="runs-detail")
+    def _compare(self, first: str, second: str) -> None:
+        try:
+            a = summarize_run(RunDir(self.backend.runs_root / first))
+            b = summarize_run(RunDir(self.backend.runs_root / second))
+        except Exception as exc:
+            self.app.call_from_thread(self._show_text, f"cannot compare: {exc}")
+            return
+        result = compare_runs(a, b)
+        self.app.call_from_thread(self._show_compare, result, a, b)
+
+    def _show_compare(self, result: dict[str, Any], a: dict[str, Any], b: dict[str, Any]) -> None:
+        self.shown = f"{a['run_id']}|{b['run_id']}"
+        width = self.query_one("#detail").size.width or self.size.width
+        self.query_one("#detail-text", Static).update(compare_view(result, a, b, width - 2))

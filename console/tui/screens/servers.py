@@ -1,0 +1,286 @@
+"""Servers: the list, the selected server's plan, and launch / stop / restart / switch.
+
+Every lifecycle action runs on a worker thread and reports progress lines into the activity
+pane; destructive ones ask first.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import ClassVar
+
+from rich.table import Table
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.coordinate import Coordinate
+from textual.widgets import DataTable, RichLog, Static
+
+from console.core.units import format_duration, format_index_set
+from console.tui.backend import ActionRefused
+from console.tui.screens.base import ConsoleScreen
+from console.tui.screens.launch import LaunchChoice, LaunchScreen
+from console.tui.screens.modals import ConfirmScreen
+from console.tui.views import ServerView
+from console.tui.widgets.server_strip import state_text
+
+COLUMNS = ("ID", "PROFILE", "LAYOUT", "VARIANT", "STATE", "PORT", "GPUS", "NUMA", "UP", "REASON")
+NARROW_COLUMNS = ("ID", "PROFILE", "LAYOUT", "VARIANT", "STATE", "PORT", "UP")
+
+
+def server_detail(server: ServerView) -> Table:
+    table = Table(box=None, show_header=False, padding=(0, 1), expand=True)
+    table.add_column("k", style="bold", no_wrap=True, width=8)
+    table.add_column("v", overflow="fold")
+    table.add_row("server", f"{server.id}  {server.label}")
+    table.add_row("state", state_text(server))
+    if server.reason:
+        table.add_row("reason", Text(server.reason, style="red"))
+    table.add_row("url", server.url or "-")
+    table.add_row(
+        "gpus",
+        f"{format_index_set(list(server.gpus))}  NUMA {format_index_set(list(server.numa_nodes))}",
+    )
+    table.add_row("pid", str(server.pid or "-"))
+    table.add_row("log", server.log_path or "-")
+    argv = server.plan.get("argv")
+    if isinstance(argv, list):
+        table.add_row("argv", shlex.join(str(a) for a in argv))
+    env = server.plan.get("env")
+    if isinstance(env, dict) and env:
+        table.add_row("env", " ".join(f"{k}={v}" for k, v in sorted(env.items())))
+    for line in server.failure_excerpt[-4:]:
+        table.add_row("log", Text(line, style="red"))
+    return table
+
+
+class ServersScreen(ConsoleScreen):
+    TITLE = "Servers"
+    DEFAULT_CSS = """
+    ServersScreen #list { height: auto; max-height: 50%; min-height: 3; }
+    ServersScreen #lower { height: 1fr; }
+    ServersScreen #detail { width: 3fr; padding: 0 1; border-top: solid $primary-darken-2; }
+    ServersScreen #activity { width: 2fr; border-top: solid $primary-darken-2; }
+    ServersScreen #lower.narrow { layout: vertical; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("n", "launch", "New"),
+        Binding("x", "stop", "Stop"),
+        Binding("R", "restart", "Restart"),
+        Binding("w", "switch", "Switch"),
+        Binding("enter", "logs", "Logs", show=False),
+    ]
+
+    def compose_body(self) -> ComposeResult:
+        yield DataTable(id="list", cursor_type="row", zebra_stripes=True)
+        with Horizontal(id="lower"):
+            with Vertical(id="detail"):
+                yield Static("", id="detail-text")
+            yield RichLog(id="activity", max_lines=500, wrap=True, markup=False)
+
+    def on_mount(self) -> None:
+        self._columns: tuple[str, ...] = ()
+        self.query_one("#activity", RichLog).write(Text("activity", style="bold"))
+
+    def on_resize(self) -> None:
+        self.query_one("#lower").set_class(self.size.width < 110, "narrow")
+        self.refresh_data()
+
+    def selected(self) -> ServerView | None:
+        table = self.query_one("#list", DataTable)
+        servers = self.backend.servers()
+        if not servers or table.row_count == 0:
+            return None
+        row = table.cursor_row
+        if row < 0 or row >= len(servers):
+            return None
+        key = table.coordinate_to_cell_key(Coordinate(row, 0)).row_key.value
+        return next((s for s in servers if s.id == key), None)
+
+    def refresh_data(self) -> None:
+        if not self.is_mounted:
+            return
+        table = self.query_one("#list", DataTable)
+        columns = COLUMNS if self.size.width >= 110 else NARROW_COLUMNS
+        if columns != self._columns:
+            table.clear(columns=True)
+            table.add_columns(*columns)
+            self._columns = columns
+        servers = self.backend.servers()
+        keep = self.selected()
+        table.clear()
+        for server in servers:
+            values = {
+                "ID": server.id,
+                "PROFILE": server.profile,
+                "LAYOUT": server.layout,
+                "VARIANT": server.variant,
+                "STATE": state_text(server),
+                "PORT": str(server.port or "-"),
+                "GPUS": format_index_set(list(server.gpus)),
+                "NUMA": format_index_set(list(server.numa_nodes)),
+                "UP": format_duration(server.uptime_s),
+                "REASON": server.reason or "",
+            }
+            table.add_row(*(values[c] for c in columns), key=server.id)
+        if keep is not None and keep.id in [s.id for s in servers]:
+            table.move_cursor(row=[s.id for s in servers].index(keep.id))
+        self._show_detail()
+
+    def on_data_table_row_highlighted(self) -> None:
+        self._show_detail()
+
+    def _show_detail(self) -> None:
+        server = self.selected()
+        detail = self.query_one("#detail-text", Static)
+        if server is None:
+            detail.update(Text("no servers yet: press n to launch one", style="dim"))
+        else:
+            detail.update(server_detail(server))
+
+    # -- actions -------------------------------------------------------------------------
+
+    def _say(self, line: str) -> None:
+        self.query_one("#activity", RichLog).write(line)
+
+    def _refused(self) -> bool:
+        if self.backend.read_only:
+            self.notify("read-only: this is a replay", severity="warning")
+            return True
+        return False
+
+    def action_launch(self) -> None:
+        if self._refused():
+            return
+
+        def chosen(choice: LaunchChoice | None) -> None:
+            if choice is not None:
+                self._launch(choice)
+
+        self.app.push_screen(LaunchScreen(), chosen)
+
+    def action_switch(self) -> None:
+        if self._refused():
+            return
+        server = self.selected()
+        if server is None:
+            self.notify("select the server to switch from", severity="warning")
+            return
+
+        def chosen(choice: LaunchChoice | None) -> None:
+            if choice is None:
+                return
+            plan = choice.plan
+            others = [
+                s.id
+                for s in self.backend.servers()
+                if s.live and s.id != server.id and set(s.gpus) & set(plan.gpus)
+            ]
+            stops = ", ".join([server.id, *others])
+
+            def confirmed(yes: bool | None) -> None:
+                if yes:
+                    self._switch(server.id, choice)
+
+            self.app.push_screen(
+                ConfirmScreen(
+                    "Switch servers?",
+                    f"Stop {stops}, then launch {plan.profile} {plan.layout} {plan.variant} "
+                    f"on GPUs {format_index_set(list(plan.gpus))}, port {plan.port}.",
+                ),
+                confirmed,
+            )
+
+        self.app.push_screen(
+            LaunchScreen(title=f"Switch {server.id} to…", replacing=server.id), chosen
+        )
+
+    def action_stop(self) -> None:
+        if self._refused():
+            return
+        server = self.selected()
+        if server is None:
+            return
+        verb = "Stop" if server.live else "Forget"
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self._stop(server.id)
+
+        detail = (
+            f"SIGTERM to {server.id} ({server.label}, pid {server.pid}), then SIGKILL to its "
+            "process group after the grace period."
+            if server.live
+            else f"Remove {server.id} ({server.state}) from the list; its log stays on disk."
+        )
+        self.app.push_screen(ConfirmScreen(f"{verb} {server.id}?", detail), confirmed)
+
+    def action_restart(self) -> None:
+        if self._refused():
+            return
+        server = self.selected()
+        if server is None:
+            return
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self._restart(server.id)
+
+        self.app.push_screen(
+            ConfirmScreen(
+                f"Restart {server.id}?",
+                f"Stop {server.id} and launch the same plan ({server.label}) again.",
+            ),
+            confirmed,
+        )
+
+    def action_logs(self) -> None:
+        server = self.selected()
+        if server is not None:
+            self.console.show_logs(server.id)
+
+    # -- workers -------------------------------------------------------------------------
+
+    def _progress(self, line: str) -> None:
+        self.app.call_from_thread(self._say, line)
+
+    def _report(self, title: str, action: object) -> None:
+        try:
+            result = action() if callable(action) else None
+        except ActionRefused as exc:
+            self.app.call_from_thread(self._say, f"{title}: {exc.message}")
+            self.app.call_from_thread(self.notify, exc.message, severity="error")
+            return
+        except Exception as exc:  # the worker must report, not die silently
+            self.app.call_from_thread(self._say, f"{title}: {type(exc).__name__}: {exc}")
+            self.app.call_from_thread(self.notify, str(exc), severity="error")
+            return
+        if isinstance(result, ServerView):
+            severity = "information" if result.state == "ready" else "error"
+            text = f"{result.id} {result.state}" + (f": {result.reason}" if result.reason else "")
+            self.app.call_from_thread(self.notify, text, severity=severity)
+        elif isinstance(result, str):
+            self.app.call_from_thread(self.notify, result)
+
+    @work(thread=True, group="lifecycle")
+    def _launch(self, choice: LaunchChoice) -> None:
+        plan = choice.plan
+        self._progress(f"launch {plan.profile} {plan.layout} {plan.variant}")
+        self._report("launch", lambda: self.backend.launch(plan, self._progress))
+
+    @work(thread=True, group="lifecycle")
+    def _switch(self, server_id: str, choice: LaunchChoice) -> None:
+        self._progress(f"switch {server_id} -> {choice.plan.profile} {choice.plan.layout}")
+        self._report("switch", lambda: self.backend.switch(server_id, choice.plan, self._progress))
+
+    @work(thread=True, group="lifecycle")
+    def _stop(self, server_id: str) -> None:
+        self._progress(f"stop {server_id}")
+        self._report("stop", lambda: self.backend.stop_server(server_id, self._progress))
+
+    @work(thread=True, group="lifecycle")
+    def _restart(self, server_id: str) -> None:
+        self._progress(f"restart {server_id}")
+        self._report("restart", lambda: self.backend.restart(server_id, self._progress))

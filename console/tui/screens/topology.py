@@ -1,0 +1,168 @@
+"""Topology: GPUs x NUMA nodes x PCIe links, and each server's intended vs actual binding."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+
+from console.core.units import format_bytes, format_index_set, format_rate_bytes
+from console.telemetry.samples import GpuSample, HostSample
+from console.topology.model import Topology
+from console.tui.screens.base import ConsoleScreen
+from console.tui.views import ServerView
+from console.tui.widgets.columns import Column, header_row, layout, render_row
+from console.tui.widgets.pane import Pane
+
+
+def _table(columns: list[Column], rows: list[list[Text | str]], width: int) -> list[Text]:
+    widths = layout(columns, width)
+    return [header_row(columns, widths)] + [render_row(r, columns, widths) for r in rows]
+
+
+class TopologyScreen(ConsoleScreen):
+    TITLE = "Topology"
+    DEFAULT_CSS = """
+    TopologyScreen #topology { margin: 0 1; }
+    """
+
+    def compose_body(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Pane(id="topology")
+
+    def on_resize(self) -> None:
+        self.refresh_data()
+
+    def refresh_data(self) -> None:
+        if not self.is_mounted:
+            return
+        backend = self.backend
+        width = max(40, self.size.width - 2)
+        lines = self._node_lines(backend.topology, width)
+        lines += [Text(""), *self._gpu_lines(backend.topology, backend.servers(), width)]
+        lines += [Text(""), *self._binding_lines(backend.servers(), width)]
+        self.query_one("#topology", Pane).put(Text("\n").join(lines))
+
+    def _node_lines(self, topo: Topology, width: int) -> list[Text]:
+        head = Text.assemble(
+            ("host ", "bold"),
+            f"{len(topo.gpus)} GPUs, {len(topo.numa_nodes)} NUMA nodes, source {topo.source}",
+            f", driver {topo.driver_version}" if topo.driver_version else "",
+        )
+        lines = [head]
+        if topo.gpu_status:
+            lines.append(Text(topo.gpu_status, style="yellow"))
+        columns = [
+            Column("NODE", 4),
+            Column("CPUS", 14),
+            Column("MEMORY", 10),
+            Column("GPUS", None),
+        ]
+        rows: list[list[Text | str]] = [
+            [
+                str(n.id),
+                format_index_set(list(n.cpus)),
+                format_bytes(n.memory_total_bytes, 0),
+                format_index_set(list(n.gpus)),
+            ]
+            for n in topo.numa_nodes
+        ]
+        return lines + _table(columns, rows, width)
+
+    def _gpu_lines(self, topo: Topology, servers: list[ServerView], width: int) -> list[Text]:
+        store = self.backend.store
+        owners = {g: s.id for s in servers if s.live for g in s.gpus}
+        columns = [Column("GPU", 3, "right")]
+        columns += [Column(f"N{n.id}", 3, "right") for n in topo.numa_nodes]
+        columns += [
+            Column("LINK now/max", 13),
+            Column("RX", 10, "right"),
+            Column("TX", 10, "right"),
+        ]
+        wide = width >= 110
+        if wide:
+            columns += [Column("BUS", 16), Column("CPU AFFINITY", 12)]
+        columns.append(Column("SERVER", None))
+        rows: list[list[Text | str]] = []
+        for gpu in topo.gpus:
+            sample = store.latest(f"gpu:{gpu.index}")
+            live = sample if isinstance(sample, GpuSample) else None
+            gen = live.pcie_gen_current if live else gpu.pcie_gen_current
+            lanes = live.pcie_width_current if live else gpu.pcie_width_current
+            peak = f"G{gpu.pcie_gen_max or '?'}x{gpu.pcie_width_max or '?'}"
+            link = Text(
+                f"G{gen or '?'}x{lanes or '?'}/{peak}",
+                style="yellow" if gpu.link_downtrained else "",
+            )
+            row: list[Text | str] = [str(gpu.index)]
+            row += [
+                Text("●", style="bold cyan") if gpu.numa_node == n.id else Text("·", style="dim")
+                for n in topo.numa_nodes
+            ]
+            row += [
+                link,
+                format_rate_bytes(live.pcie_rx_bytes_s if live else None),
+                format_rate_bytes(live.pcie_tx_bytes_s if live else None),
+            ]
+            if wide:
+                row += [gpu.bus_id or "-", format_index_set(list(gpu.cpu_affinity))]
+            row.append(owners.get(gpu.index, "-"))
+            rows.append(row)
+        title = Text(
+            "GPUs by NUMA node (● the GPU's node; link yellow = fewer lanes than max)", style="bold"
+        )
+        return [title, *_table(columns, rows, width)]
+
+    def _binding_lines(self, servers: list[ServerView], width: int) -> list[Text]:
+        title = Text(
+            "servers: intended binding (plan) vs actual (where their processes may run)",
+            style="bold",
+        )
+        live = [s for s in servers if s.live]
+        if not live:
+            return [title, Text("no live servers", style="dim")]
+        host = self.backend.store.latest("host")
+        actual = {b.server_id: b for b in host.bindings} if isinstance(host, HostSample) else {}
+        columns = [
+            Column("SERVER", 22),
+            Column("GPUS", 8),
+            Column("INTENDED", 18),
+            Column("ACTUAL", 10),
+            Column("CPUS", 5, "right"),
+            Column("PROCS", 5, "right"),
+            Column("", None),
+        ]
+        rows: list[list[Text | str]] = []
+        for server in live:
+            binding = actual.get(server.id)
+            policy = str(server.plan.get("numa_policy") or "")
+            intended = f"node {format_index_set(list(server.numa_nodes))}" + (
+                f" ({policy})" if policy else ""
+            )
+            if binding is None:
+                rows.append(
+                    [
+                        server.id,
+                        format_index_set(list(server.gpus)),
+                        intended,
+                        Text("not measured yet", style="dim"),
+                        "-",
+                        "-",
+                        "",
+                    ]
+                )
+                continue
+            rows.append(
+                [
+                    server.id,
+                    format_index_set(list(server.gpus)),
+                    intended,
+                    f"node {format_index_set(list(binding.actual_nodes))}",
+                    str(binding.actual_cpus),
+                    str(binding.processes),
+                    Text("ok", style="green")
+                    if binding.matches
+                    else Text("MISMATCH", style="bold red"),
+                ]
+            )
+        return [title, *_table(columns, rows, width)]

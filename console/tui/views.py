@@ -1,0 +1,74 @@
+"""What the screens render about a server: plain values, built from live status or a recording.
+
+Screens never reach into process state; a live backend, a replay and a test scene all produce
+these from the JSON that `ServerStatus.to_json()` writes, so one code path draws them all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+LIVE_STATES = ("starting", "loading", "warming", "ready", "unresponsive", "stopping")
+
+
+@dataclass(frozen=True)
+class ServerView:
+    id: str
+    profile: str
+    layout: str
+    variant: str
+    state: str
+    port: int | None
+    gpus: tuple[int, ...]
+    numa_nodes: tuple[int, ...] = ()
+    reason: str | None = None
+    phase: str | None = None
+    uptime_s: float | None = None
+    url: str | None = None
+    pid: int | None = None
+    log_path: str | None = None
+    failure_kind: str | None = None
+    failure_excerpt: tuple[str, ...] = ()
+    launched_wall: float | None = None
+    demo: bool = False
+    plan: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def live(self) -> bool:
+        return self.state in LIVE_STATES
+
+    @property
+    def label(self) -> str:
+        return f"{self.profile} {self.layout} {self.variant}"
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ServerView:
+        """Build from `ServerStatus.to_json()` (plus an optional `plan`); tolerant of gaps."""
+
+        def opt_int(value: Any) -> int | None:
+            return int(value) if isinstance(value, int | float) else None
+
+        uptime = data.get("uptime_s")
+        launched = data.get("launched_wall")
+        return cls(
+            id=str(data.get("id", "?")),
+            profile=str(data.get("profile", "?")),
+            layout=str(data.get("layout", "?")),
+            variant=str(data.get("variant", "?")),
+            state=str(data.get("state", "?")),
+            port=opt_int(data.get("port")),
+            gpus=tuple(int(g) for g in data.get("gpus") or ()),
+            numa_nodes=tuple(int(n) for n in data.get("numa_nodes") or ()),
+            reason=data.get("reason"),
+            phase=data.get("phase"),
+            uptime_s=float(uptime) if isinstance(uptime, int | float) else None,
+            url=data.get("url"),
+            pid=opt_int(data.get("pid")),
+            log_path=data.get("log_path"),
+            failure_kind=data.get("failure_kind"),
+            failure_excerpt=tuple(str(line) for line in data.get("failure_excerpt") or ()),
+            launched_wall=float(launched) if isinstance(launched, int | float) else None,
+            demo=bool(data.get("demo", False)),
+            plan=dict(data.get("plan") or {}),
+        )

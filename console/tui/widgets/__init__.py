@@ -1,0 +1,1 @@
+"""Widgets of the console: they only render what they are given."""

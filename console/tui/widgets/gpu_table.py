@@ -1,0 +1,121 @@
+"""GPUs grouped by NUMA node, with the node's CPU load and which server holds each GPU.
+
+Columns drop, right-most optional ones first, as the terminal narrows, so nothing is cut
+mid-word at 80 columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from rich.text import Text
+
+from console.core.units import format_index_set, format_rate_bytes
+from console.telemetry.samples import GpuSample, HostSample, SourceState, SourceStatus
+from console.telemetry.store import TimeSeriesStore
+from console.topology.model import Topology
+from console.tui.views import ServerView
+from console.tui.widgets.columns import Column, header_row, layout, render_row
+from console.tui.widgets.pane import Pane
+
+COLUMNS = (
+    Column("GPU", 3, "right"),
+    Column("UTIL", 4, "right"),
+    Column("MEM", 9, "right"),
+    Column("PWR", 5, "right"),
+    Column("TEMP", 4, "right"),
+    Column("RX", 10, "right"),
+    Column("TX", 10, "right"),
+    Column("SM MHz", 6, "right", 100),
+    Column("LINK now/max", 12, "right", 120),
+    Column("SERVER", None),
+    Column("NAME", None, "left", 160),
+)
+
+
+def _pct(value: float | None) -> Text:
+    if value is None:
+        return Text("-", style="dim")
+    style = "bold red" if value >= 95 else "yellow" if value >= 60 else ""
+    return Text(f"{value:.0f}%", style=style)
+
+
+def _mem(sample: GpuSample) -> str:
+    if sample.mem_used_bytes is None or sample.mem_total_bytes is None:
+        return "-"
+    return f"{sample.mem_used_bytes / 2**30:.0f}/{sample.mem_total_bytes / 2**30:.0f}G"
+
+
+def _link(sample: GpuSample) -> Text:
+    now = f"G{sample.pcie_gen_current or '?'}x{sample.pcie_width_current or '?'}"
+    peak = f"G{sample.pcie_gen_max or '?'}x{sample.pcie_width_max or '?'}"
+    narrowed = (
+        sample.pcie_width_current is not None
+        and sample.pcie_width_max is not None
+        and sample.pcie_width_current < sample.pcie_width_max
+    )
+    return Text(f"{now}/{peak}", style="yellow" if narrowed else "")
+
+
+class GpuTable(Pane):
+    def show(self, store: TimeSeriesStore, topology: Topology, servers: list[ServerView]) -> None:
+        width = self.size.width or 80
+        columns = [c for c in COLUMNS if width >= c.min_terminal]
+        widths = layout(columns, width)
+        owners = {gpu: s.id for s in servers if s.live for gpu in s.gpus}
+        host = store.latest("host")
+        node_cpu = {n.node: n.cpu_pct for n in host.numa} if isinstance(host, HostSample) else {}
+        statuses = store.statuses()
+        by_node: dict[int | None, list[int]] = {}
+        for gpu in topology.gpus:
+            by_node.setdefault(gpu.numa_node, []).append(gpu.index)
+        nodes = {n.id: n for n in topology.numa_nodes}
+        lines = [header_row(columns, widths)]
+        for node, indices in sorted(
+            by_node.items(), key=lambda item: (item[0] is None, item[0] or 0)
+        ):
+            label = "no NUMA node" if node is None else f"NUMA {node}"
+            if node in nodes:
+                label += f"  cpus {format_index_set(list(nodes[node].cpus))}"
+            cpu = node_cpu.get(node) if node is not None else None
+            label += f"  CPU {cpu:.0f}%" if cpu is not None else "  CPU -"
+            lines.append(Text(label, style="bold cyan"))
+            for index in indices:
+                cells = self._cells(store, statuses, index, owners, columns)
+                lines.append(render_row(cells, columns, widths))
+        if not topology.gpus:
+            lines.append(Text(topology.gpu_status or "no GPUs", style="yellow"))
+        self.put(Text("\n").join(lines))
+
+    def _cells(
+        self,
+        store: TimeSeriesStore,
+        statuses: Mapping[str, SourceStatus],
+        index: int,
+        owners: dict[int, str],
+        columns: list[Column],
+    ) -> list[Text | str]:
+        sample = store.latest(f"gpu:{index}")
+        status = statuses.get(f"gpu:{index}")
+        if not isinstance(sample, GpuSample):
+            reason = (status.reason if status is not None else None) or "no reading"
+            blank: list[Text | str] = [""] * (len(columns) - 2)
+            return [str(index), Text(reason, style="dim"), *blank]
+        stale = status is not None and status.state is not SourceState.OK
+        values: dict[str, Text | str] = {
+            "GPU": str(index) + ("!" if stale else ""),
+            "UTIL": _pct(sample.util_pct),
+            "MEM": _mem(sample),
+            "PWR": "-" if sample.power_w is None else f"{sample.power_w:.0f}W",
+            "TEMP": "-" if sample.temp_c is None else f"{sample.temp_c:.0f}C",
+            "RX": format_rate_bytes(sample.pcie_rx_bytes_s),
+            "TX": format_rate_bytes(sample.pcie_tx_bytes_s),
+            "SM MHz": "-" if sample.sm_clock_mhz is None else f"{sample.sm_clock_mhz:.0f}",
+            "LINK now/max": _link(sample),
+            "SERVER": Text(owners.get(index, "-"), style="" if index in owners else "dim"),
+            "NAME": sample.name or "-",
+        }
+        cells = [values[c.header] for c in columns]
+        if stale:
+            cells = [Text(c, style="dim") if isinstance(c, str) else c for c in cells]
+        return cells

@@ -1,0 +1,120 @@
+"""Run summaries, comparisons and live level progress as Rich renderables."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from console.bench.tables import (
+    COMPARE_HEADERS,
+    LATENCY_HEADERS,
+    METRIC_NOTE,
+    SUMMARY_HEADERS,
+    best_line,
+    compare_rows,
+    latency_rows,
+    summary_rows,
+)
+
+# Which columns go first when the pane is too narrow for all (the last listed go first);
+# the numbers an expert reads first stay. Columns not listed go before any listed.
+KEEP_ORDER = (
+    "VARIANT",
+    "CONC",
+    "CELL",
+    "TOK/S",
+    "TOK/S A / B",
+    "ACCEPT/STEP",
+    "ACCEPT A / B",
+    "SPEEDUP",
+    "TTFT P50/P99",
+    "TTFT P50",
+    "TTFT P50 A / B",
+    "TTFT P99",
+    "ITL P50/P99",
+    "ITL P50",
+    "ITL P50 A / B",
+    "ITL P99",
+    "STEP MS",
+    "STEP MS A / B",
+    "E2E P50",
+    "TTFT P90",
+    "ITL P90",
+    "E2E P99",
+    "VERIFY/STEP",
+    "REQUESTS",
+    "LAYOUT",
+    "PROFILE",
+)
+LEFT = {"PROFILE", "LAYOUT", "VARIANT", "CELL"}
+
+
+def rows_table(headers: Sequence[str], rows: list[list[str]], width: int) -> Table:
+    """A table of whole columns: when it does not fit, the least important columns go,
+    never a value cut in half."""
+    natural = [max([len(h), *(len(r[i]) for r in rows)]) + 1 for i, h in enumerate(headers)]
+    rank = {h: n for n, h in enumerate(KEEP_ORDER)}
+    keep = list(range(len(headers)))
+    by_importance = sorted(keep, key=lambda i: rank.get(headers[i], len(KEEP_ORDER)))
+    while len(keep) > 1 and sum(natural[i] for i in keep) > width:
+        keep.remove(by_importance.pop())
+    table = Table(box=None, padding=(0, 1, 0, 0), header_style="bold", show_edge=False)
+    for index in keep:
+        table.add_column(
+            headers[index],
+            justify="left" if headers[index] in LEFT else "right",
+            no_wrap=True,
+        )
+    for row in rows:
+        table.add_row(*(row[i] for i in keep))
+    return table
+
+
+def summary_view(summary: dict[str, Any], width: int) -> RenderableType:
+    scale = summary.get("time_scale") or 1
+    head = Text.assemble(
+        (f"{summary['run_id']}", "bold"),
+        f"  {summary.get('name') or ''}  ",
+        (f"[{summary['status']}]", "green" if summary["status"] == "done" else "yellow"),
+    )
+    if scale != 1:
+        head.append(f"  simulator time x{scale:g}", style="dim")
+    parts: list[RenderableType] = [
+        head,
+        rows_table(SUMMARY_HEADERS, summary_rows(summary), width),
+        Text(""),
+        Text("latency (ms)", style="bold"),
+        rows_table(LATENCY_HEADERS, latency_rows(summary), width),
+    ]
+    for finding in summary["findings"]:
+        parts.append(Text(""))
+        parts.append(
+            Text.assemble(
+                ("! ", "bold yellow"), (finding["kind"], "bold"), f": {finding['message']}"
+            )
+        )
+    if summary["best"]:
+        parts.append(Text(f"best per level: {best_line(summary)}"))
+    parts.append(Text(METRIC_NOTE, style="dim"))
+    parts.append(Text(f"files: {summary['run_dir']}", style="dim"))
+    return Group(*parts)
+
+
+def compare_view(
+    result: dict[str, Any], a: dict[str, Any], b: dict[str, Any], width: int
+) -> RenderableType:
+    parts: list[RenderableType] = [
+        Text.assemble(("A ", "bold"), f"{a['run_id']} ({a.get('name')})"),
+        Text.assemble(("B ", "bold"), f"{b['run_id']} ({b.get('name')})"),
+        rows_table(COMPARE_HEADERS, compare_rows(result), width),
+    ]
+    for side in ("only_a", "only_b"):
+        for item in result[side]:
+            parts.append(Text(f"only in {side[-1].upper()}: {item}", style="dim"))
+    if not result["rows"]:
+        parts.append(Text("no cell and level in common", style="yellow"))
+    return Group(*parts)

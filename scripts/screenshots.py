@@ -1,0 +1,65 @@
+"""Render every screen of the console from the fixed demo scene to SVG and PNG.
+
+    .venv/bin/python scripts/screenshots.py [OUT_DIR]   (default: screenshots/)
+
+Headless, at 160x50 and 80x24, same seed and clock each time (tests/tui/scene.py). PNGs
+need cairosvg (in the `dev` extra).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+SCREENS = (
+    ("dashboard", "d"),
+    ("servers", "s"),
+    ("bench", "b"),
+    ("runs", "r"),
+    ("logs", "l"),
+    ("topology", "t"),
+)
+SIZES = ((160, 50), (80, 24))
+
+
+async def render(out: Path) -> list[Path]:
+    from console.tui.app import ConsoleApp
+    from tests.tui.scene import backend
+
+    written = []
+    for width, height in SIZES:
+        for name, _key in SCREENS:
+            app = ConsoleApp(backend(), mode=name)
+            async with app.run_test(size=(width, height)) as pilot:
+                await pilot.pause(0.3)
+                app.refresh_now()
+                await pilot.pause(0.6)
+                svg = out / f"{name}-{width}x{height}.svg"
+                svg.write_text(app.export_screenshot(title=f"ddconsole {name}"))
+                written.append(svg)
+    return written
+
+
+def main() -> None:
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else "screenshots")
+    out.mkdir(parents=True, exist_ok=True)
+    written = asyncio.run(render(out))
+    try:
+        import cairosvg
+    except ImportError:
+        print("cairosvg not installed: wrote SVG only (pip install -e '.[dev]')")
+        cairosvg = None
+    for svg in written:
+        if cairosvg is not None:
+            # cairosvg ignores textLength; a local monospace font with box-drawing and
+            # block glyphs keeps every cell on the grid.
+            text = svg.read_text().replace("Fira Code, monospace", "DejaVu Sans Mono, monospace")
+            cairosvg.svg2png(bytestring=text.encode(), write_to=str(svg.with_suffix(".png")))
+        print(svg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,310 @@
+"""A fixed demo scene for snapshot tests and screenshots: same seed, same clock, same frame.
+
+It is a real recording, written with the flight recorder's writer and replayed by the
+replay backend, of a simulated 8-GPU host over five minutes: a Qwen3.6-27B DDTree server
+on GPU 0 under a benchmark stepping through concurrency 1, 4 and 16; an idle Qwen tp4
+server on GPUs 4-7 whose process runs outside its NUMA node; a Kimi K2.6 tp8 server that
+failed with CUDA out of memory. Numbers follow the simulator's calibration (catalog.toml).
+Two finished campaign runs (recorded from the simulator) sit in its runs folder.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from console.bench.shipped import campaign_files
+from console.hw.simulated import SimulatedGpuBackend
+from console.profiles.command import build_command
+from console.profiles.loader import ProfileCatalog
+from console.telemetry.recording import RecordingWriter, header, read_recording
+from console.telemetry.samples import (
+    Binding,
+    CostSample,
+    GpuSample,
+    HostSample,
+    NumaLoad,
+    ServerSample,
+    SourceState,
+    SourceStatus,
+)
+from console.telemetry.source import PollResult
+from console.topology.discover import discover
+from console.topology.placement import resolve
+from console.tui.replay import ReplayBackend
+
+FIXTURES = Path(__file__).with_name("fixtures")
+# A fixed path: it shows on screen (log and run paths), so snapshots must not vary.
+ROOT = (Path("/tmp") if Path("/tmp").is_dir() else Path(tempfile.gettempdir())) / "ddconsole-scene"
+DURATION_S = 300
+T0 = 1000.0
+WALL0 = 1_795_000_000.0
+A, B, C = "qwen3.6-27b-tp1-1", "qwen3.6-27b-tp4-2", "kimi-k2.6-tp8-3"
+
+# (from t, concurrency, tok/s, accept, TTFT p50 ms, ITL p50 ms) of server A's benchmark.
+PHASES: tuple[tuple[int, int, float, float | None, float | None, float | None], ...] = (
+    (0, 0, 0.0, None, None, None),
+    (40, 1, 150.6, 14.2, 59, 6.2),
+    (130, 4, 154.1, 14.2, 147, 24.8),
+    (220, 16, 155.0, 13.9, 610, 97.0),
+)
+
+
+def _phase(t: float) -> tuple[int, float, float | None, float | None, float | None]:
+    current = PHASES[0]
+    for phase in PHASES:
+        if t >= phase[0]:
+            current = phase
+    return current[1:]
+
+
+def _plan(
+    catalog: ProfileCatalog,
+    topology: Any,
+    profile: str,
+    layout: str,
+    variant: str,
+    port: int,
+    gpus: tuple[int, ...],
+) -> dict[str, Any]:
+    command = build_command(catalog.get(profile), layout, variant, port=port, demo=True, gpus=gpus)
+    plan = resolve(command, topology, port_checker=None, numactl_present=False).to_json()
+    plan["argv"] = ["python3", *plan["argv"][1:]]
+    return plan
+
+
+def _server(
+    plan: dict[str, Any], server_id: str, state: str, t_launch: float, **extra: Any
+) -> dict[str, Any]:
+    return {
+        "id": server_id,
+        "profile": plan["profile"],
+        "layout": plan["layout"],
+        "variant": plan["variant"],
+        "state": state,
+        "port": plan["port"],
+        "url": f"http://127.0.0.1:{plan['port']}",
+        "gpus": plan["gpus"],
+        "numa_nodes": plan["numa_nodes"],
+        "log_path": str(ROOT / "logs" / f"{server_id}.log"),
+        "launched_wall": WALL0 + t_launch,
+        "demo": True,
+        "plan": plan,
+        **extra,
+    }
+
+
+def _gpu(t: float, index: int, rng: random.Random, topology: Any) -> GpuSample:
+    info = topology.gpus[index]
+    concurrency, *_ = _phase(t)
+    busy = index == 0 and concurrency > 0
+    loaded = index == 0 or index >= 4
+    util = (96.5 + rng.uniform(-2, 2)) if busy else (rng.uniform(0, 2) if loaded else 0.0)
+    return GpuSample(
+        t_mono=T0 + t,
+        source=f"gpu:{index}",
+        index=index,
+        name=info.name,
+        util_pct=round(util, 1),
+        mem_util_pct=round(util * 0.6, 1),
+        mem_used_bytes=int((88.2 if loaded else 0.5) * 2**30),
+        mem_total_bytes=info.memory_total_bytes,
+        power_w=round(520 + rng.uniform(-15, 15), 1) if busy else (64.0 if loaded else 24.0),
+        power_limit_w=600.0,
+        temp_c=round(66 + rng.uniform(-1, 1), 1) if busy else (34.0 if loaded else 31.0),
+        sm_clock_mhz=2602.0 if busy else 180.0,
+        mem_clock_mhz=14001.0,
+        pcie_tx_bytes_s=round(1.7e3 * concurrency + rng.uniform(0, 200)) if busy else 0.0,
+        pcie_rx_bytes_s=round(1.1e5 * max(1, concurrency) ** 0.5) if busy else 0.0,
+        pcie_gen_current=5 if busy or loaded else 1,
+        pcie_gen_max=info.pcie_gen_max,
+        pcie_width_current=info.pcie_width_current,
+        pcie_width_max=info.pcie_width_max,
+        throttle_reasons=(),
+        numa_node=info.numa_node,
+    )
+
+
+def _server_sample(t: float, rng: random.Random) -> ServerSample:
+    concurrency, tok_s, accept, ttft_ms, itl_ms = _phase(t)
+    if concurrency == 0:
+        return ServerSample(
+            T0 + t,
+            f"server:{A}",
+            A,
+            0.0,
+            0.0,
+            0.0,
+            0.0,
+            0.0,
+            0.0,
+            0.0,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+        )
+    jitter = 1 + rng.uniform(-0.03, 0.03)
+    assert ttft_ms is not None
+    assert itl_ms is not None
+    assert accept is not None
+    return ServerSample(
+        t_mono=T0 + t,
+        source=f"server:{A}",
+        server_id=A,
+        decode_tok_s=round(tok_s * jitter, 1),
+        finished_tok_s=round(tok_s * 0.98, 1),
+        requests_s=round(tok_s / 256, 2),
+        gen_throughput=round(tok_s * jitter, 1),
+        running=float(concurrency),
+        queued=0.0,
+        token_usage=round(0.02 * concurrency, 3),
+        accept_length=round(accept * (1 + rng.uniform(-0.02, 0.02)), 2),
+        accept_rate=round(accept / 16, 3),
+        ttft_p50_s=ttft_ms / 1000 * jitter,
+        ttft_p99_s=ttft_ms * 1.4 / 1000,
+        itl_p50_s=itl_ms / 1000 * jitter,
+        itl_p99_s=itl_ms * 1.25 / 1000,
+        e2e_p50_s=(ttft_ms + 255 * itl_ms) / 1000,
+        e2e_p99_s=(ttft_ms + 255 * itl_ms) * 1.2 / 1000,
+        spec_verify_s=round(tok_s / accept, 1),
+    )
+
+
+def build(root: Path = ROOT, seed: int = 7) -> Path:
+    """Write the scene (recording, logs, runs) under `root`; returns the recording's path."""
+    shutil.rmtree(root, ignore_errors=True)
+    (root / "logs").mkdir(parents=True)
+    shutil.copytree(FIXTURES / "runs", root / "runs")
+    rng = random.Random(seed)
+    backend = SimulatedGpuBackend(None)
+    topology = discover(backend, backend.numa_nodes)
+    catalog = ProfileCatalog()
+    plan_a = _plan(catalog, topology, "qwen3.6-27b", "tp1", "ddtree-b15", 30000, (0,))
+    plan_b = _plan(catalog, topology, "qwen3.6-27b", "tp4", "off", 30001, (4, 5, 6, 7))
+    plan_c = _plan(catalog, topology, "kimi-k2.6", "tp8", "eagle3", 30002, tuple(range(8)))
+    oom = "CUDA out of memory: tried to allocate 3.50 GiB, GPU 3"
+    (root / "logs" / f"{C}.log").write_text(
+        "[2026-11-29 18:00:01] server_args=ServerArgs(model_path='moonshotai/Kimi-K2.6', "
+        "tp_size=8, api_key='***')\n"
+        "[2026-11-29 18:00:02 TP0] Init torch distributed begin.\n"
+        "[2026-11-29 18:00:09 TP0] Load weight begin. avail mem=94.50 GB\n"
+        "[2026-11-29 18:00:41 TP3] Scheduler hit an exception: Traceback (most recent call "
+        "last):\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB. GPU 3 has a "
+        "total capacity of 94.97 GiB of which 1.12 GiB is free.\n"
+        "[2026-11-29 18:00:41] Received sigquit from a child process. It usually means the "
+        "child failed.\n"
+    )
+    (root / "logs" / f"{A}.log").write_text(
+        "".join(
+            f"[2026-11-29 18:0{i // 10}:{i % 10}0] Decode batch. #running-req: 1, "
+            f"#token: {700 + 16 * i}, accept len: 14.2, gen throughput (token/s): 150.{i}\n"
+            for i in range(40)
+        )
+        + "[2026-11-29 18:07:00] The server is fired up and ready to roll!\n"
+    )
+    (root / "logs" / f"{B}.log").write_text("The server is fired up and ready to roll!\n")
+    path = root / "scene.ddrec.gz"
+    head = header(
+        demo=True,
+        topology=topology.to_json(),
+        interval_s=1.0,
+        t0_mono=T0,
+        note="ddconsole test scene",
+    )
+    writer = RecordingWriter(path, head)
+    failed = _server(
+        plan_c,
+        C,
+        "failed",
+        10.0,
+        reason=oom,
+        failure_kind="cuda-oom",
+        failure_excerpt=[
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to "
+            "allocate 3.50 GiB. GPU 3 has a total capacity of "
+            "94.97 GiB"
+        ],
+        exit_code=1,
+        uptime_s=31.0,
+    )
+    for t in range(DURATION_S + 1):
+        servers = [
+            _server(plan_a, A, "ready", -600.0, uptime_s=600.0 + t, pid=4242, phase="ready"),
+            _server(plan_b, B, "ready", -3600.0, uptime_s=3600.0 + t, pid=4343, phase="ready"),
+        ]
+        if t == 0 or t == 25:
+            writer.servers(T0 + t, servers + ([failed] if t >= 25 else []))
+        samples: list[Any] = [_gpu(t, i, rng, topology) for i in range(len(topology.gpus))]
+        concurrency = _phase(t)[0]
+        samples.append(
+            HostSample(
+                T0 + t,
+                "host",
+                round(7 + concurrency * 0.4 + rng.uniform(0, 1), 1),
+                (
+                    NumaLoad(0, round(12 + concurrency * 0.8 + rng.uniform(0, 2), 1), 32),
+                    NumaLoad(1, round(3 + rng.uniform(0, 1), 1), 32),
+                ),
+                180 * 2**30,
+                1024 * 2**30,
+                3.1,
+                2.9,
+                2.5,
+                (Binding(A, (0,), (0,), 32, 3), Binding(B, (1,), (0, 1), 64, 5)),
+            )
+        )
+        samples.append(_server_sample(t, rng))
+        samples.append(
+            CostSample(
+                T0 + t,
+                "console",
+                round(2.1 + rng.uniform(-0.3, 0.3), 2),
+                92 * 2**20,
+                (("gpu", 0.4), ("host", 0.2), (f"server:{A}", 2.3)),
+            )
+        )
+        statuses = [
+            SourceStatus(f"gpu:{i}", SourceState.OK, None, T0 + t, 0.0004) for i in range(8)
+        ]
+        statuses += [
+            SourceStatus("gpu", SourceState.OK, None, T0 + t, 0.0004),
+            SourceStatus("host", SourceState.OK, None, T0 + t, 0.0002),
+            SourceStatus("console", SourceState.OK, None, T0 + t, 0.00001),
+            SourceStatus(f"server:{A}", SourceState.OK, None, T0 + t, 0.0023),
+            SourceStatus(f"server:{B}", SourceState.STALE, "no fresh reading", T0 + 250, 0.0019)
+            if t > 255
+            else SourceStatus(f"server:{B}", SourceState.OK, None, T0 + t, 0.0019),
+        ]
+        writer.poll(T0 + t, PollResult(samples, statuses))
+        if t == 40:
+            writer.event(T0 + t, "started run 20261129-185811-qwen-ddtree-budgets")
+    writer.close()
+    assert not math.isnan(DURATION_S)
+    return path
+
+
+class SceneBackend(ReplayBackend):
+    """The recording frozen at its last instant, shown as demo mode (no replay controls)."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(read_recording(build(root)), runs_root=root / "runs", playing=False)
+        self.replay = None
+        self.campaigns = campaign_files()
+
+    async def start(self) -> None:
+        return None
+
+
+def backend(root: Path = ROOT) -> SceneBackend:
+    return SceneBackend(root)
