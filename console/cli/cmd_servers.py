@@ -311,19 +311,29 @@ def _switch(args: argparse.Namespace) -> int:
 
 
 def _logs(args: argparse.Namespace) -> int:
+    import os
+
+    from console.core.redact import redact_text, secret_values
     from console.server.milestones import LogFollower, tail_lines
 
     services = _services(args)
     manager = services.manager()
     server_id = manager.resolve_id(args.id)
     status = manager.status(server_id, probe=False)
+    key_env = status.record.plan.api_key_env
+    secrets = secret_values(os.environ, [key_env] if key_env else [])
+
+    def show(line: str) -> None:
+        """Every log line the console prints has its secrets masked."""
+        print(redact_text(line, secrets), flush=True)
+
     if status.state.value == "failed":
-        print(f"== {server_id} failed: {status.reason}")
+        show(f"== {server_id} failed: {status.reason}")
         for line in status.failure.excerpt if status.failure else ():
-            print(f"== | {line}")
+            show(f"== | {line}")
         print("==")
     for line in tail_lines(status.record.log_path, args.lines):
-        print(line)
+        show(line)
     if not args.follow:
         return 0
     follower = LogFollower(status.record.log_path)
@@ -331,11 +341,11 @@ def _logs(args: argparse.Namespace) -> int:
     try:
         while True:
             for line in follower.read_new_lines():
-                print(line, flush=True)
+                show(line)
             current = manager.status(server_id, probe=False)
             if current.state.terminal:
                 for line in follower.read_new_lines():
-                    print(line, flush=True)
+                    show(line)
                 print(
                     f"== {server_id} {current.state.value}"
                     f"{': ' + current.reason if current.reason else ''}"

@@ -26,6 +26,8 @@ def run_tui(args: argparse.Namespace) -> int:
         topology=services.topology(),
         catalog=services.catalog,
         runs_root=services.state.runs,
+        recordings=None if args.no_record else services.state.ensure().recordings,
+        record_max_bytes=max(1, args.record_max_mb) * 1024 * 1024,
     )
     app = ConsoleApp(backend)
     app.run()

@@ -20,7 +20,15 @@ def common_parent() -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from console.cli import cmd_bench, cmd_metrics, cmd_plan, cmd_profiles, cmd_servers, cmd_sim
+    from console.cli import (
+        cmd_bench,
+        cmd_metrics,
+        cmd_plan,
+        cmd_profiles,
+        cmd_servers,
+        cmd_sim,
+        cmd_snapshot,
+    )
 
     parser = argparse.ArgumentParser(
         prog="ddconsole",
@@ -36,6 +44,18 @@ def build_parser() -> argparse.ArgumentParser:
         default=False,
         help="use the built-in simulator and a simulated 8-GPU host (no GPU needed)",
     )
+    parser.add_argument(
+        "--no-record",
+        action="store_true",
+        help="the console does not keep a flight recording of this session",
+    )
+    parser.add_argument(
+        "--record-max-mb",
+        type=int,
+        default=256,
+        metavar="MB",
+        help="size limit of the recordings folder; the oldest go first (default 256)",
+    )
     common = common_parent()
     verbs = parser.add_subparsers(title="commands", metavar="COMMAND")
     cmd_profiles.register(verbs, common)
@@ -43,5 +63,6 @@ def build_parser() -> argparse.ArgumentParser:
     cmd_servers.register(verbs, common)
     cmd_metrics.register(verbs, common)
     cmd_bench.register(verbs, common)
+    cmd_snapshot.register(verbs, common)
     cmd_sim.register(verbs, common)
     return parser

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from console.server.manager import ServerManager
     from console.server.monitor import Monitor
     from console.telemetry.host_source import HostBackend
+    from console.telemetry.store import TimeSeriesStore
 
 
 @dataclass
@@ -57,7 +58,12 @@ class Services:
         return self._host
 
     def monitor(
-        self, *, urls: tuple[str, ...] = (), interval_s: float = 1.0, with_servers: bool = True
+        self,
+        *,
+        urls: tuple[str, ...] = (),
+        interval_s: float = 1.0,
+        with_servers: bool = True,
+        store: TimeSeriesStore | None = None,
     ) -> Monitor:
         from console.server.monitor import Monitor
 
@@ -68,6 +74,7 @@ class Services:
             self.topology(),
             interval_s=interval_s,
             urls=urls,
+            store=store,
         )
 
     def manager(self) -> ServerManager:

@@ -19,6 +19,12 @@ SECRET_NAME = re.compile(
     re.IGNORECASE,
 )
 SECRET_FLAG = re.compile(r"(?:api-key|token|secret|password)$")
+# JSON fields that hold a secret (not `bos_token_id` or `max_total_tokens`).
+SECRET_KEY = re.compile(
+    r"(?:^|_)(?:api_?key|access_token|auth_token|hf_token|secret(?:_key)?|password|passwd|"
+    r"authorization|credentials?)$|^token$",
+    re.IGNORECASE,
+)
 _PATTERNS = (
     # --api-key VALUE, --admin-api-key=VALUE, --hf-token VALUE
     re.compile(
@@ -28,12 +34,15 @@ _PATTERNS = (
     re.compile(
         r"((?:Authorization|authorization)['\"]?\s*[:=]\s*['\"]?(?:Bearer|Basic)\s+)([^\s'\",]+)"
     ),
-    # api_key='VALUE', "token": "VALUE", HF_TOKEN=VALUE
+    # api_key='VALUE', "access_token": "VALUE" (a log's `#token: 512` is a count, not this)
     re.compile(
-        r"((?:[A-Za-z0-9_]*(?:api_key|apikey|token|secret|password))['\"]?\s*[:=]\s*['\"]?)"
+        r"(\b[A-Za-z0-9_]*(?:api_?key|apikey|access_token|auth_token|hf_token|secret_key|"
+        r"password|passwd)['\"]?\s*[:=]\s*['\"]?)"
         r"(?!\*\*\*)(?!None\b|null\b|true\b|false\b)([^\s'\",}\)]+)",
         re.IGNORECASE,
     ),
+    # HF_TOKEN=VALUE, OPENAI_API_KEY=VALUE (environment style)
+    re.compile(r"(\b[A-Z0-9_]*(?:TOKEN|API_KEY|SECRET|PASSWORD)(?:_[A-Z0-9_]*)?=)(?!\*\*\*)(\S+)"),
 )
 
 
@@ -81,7 +90,7 @@ def redact_json(value: Any, secrets: Iterable[str] = ()) -> Any:
     if isinstance(value, Mapping):
         out = {}
         for key, item in value.items():
-            if isinstance(key, str) and SECRET_NAME.search(key.replace("-", "_")) and item:
+            if isinstance(key, str) and SECRET_KEY.search(key.replace("-", "_")) and item:
                 out[key] = (
                     MASK if isinstance(item, str | int | float) else redact_json(item, secrets)
                 )

@@ -93,14 +93,18 @@ class ServerManager:
         self.probe_timeout = probe_timeout
         self._http: httpx.Client | None = None
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._closed = False
 
     def close(self) -> None:
+        """Release the shared client; a probe still running elsewhere (a watcher thread
+        finishing its poll) then uses a client of its own instead of reviving this one."""
+        self._closed = True
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
         if self._http is not None:
             self._http.close()
             self._http = None
-        if self._pool is not None:
-            self._pool.shutdown(wait=False)
-            self._pool = None
 
     @property
     def http(self) -> httpx.Client:
@@ -126,7 +130,11 @@ class ServerManager:
 
     def probe(self, record: ServerRecord) -> Probe:
         try:
-            response = self.http.get(f"{record.url}/ready")
+            if self._closed:
+                with httpx.Client(timeout=self.probe_timeout, trust_env=False) as client:
+                    response = client.get(f"{record.url}/ready")
+            else:
+                response = self.http.get(f"{record.url}/ready")
         except httpx.ConnectError:
             return Probe.REFUSED
         except httpx.TimeoutException:

@@ -263,16 +263,27 @@ def _lines(path: Path) -> Iterator[tuple[bytes, str | None]]:
                 if not decompressor.eof:
                     damage = f"the file ends early (truncated at byte {offset})"
                 break
+            saved = decompressor.copy()
             try:
                 data = decompressor.decompress(chunk)
-            except zlib.error as exc:
-                damage = f"corrupted data near byte {offset} ({exc})"
-                break
-            offset += len(chunk)
+                offset += len(chunk)
+            except zlib.error:
+                # Go back to before this chunk and feed it in small pieces, to keep every
+                # frame that precedes the damage.
+                decompressor, data = saved, b""
+                for start in range(0, len(chunk), 64):
+                    try:
+                        data += decompressor.decompress(chunk[start : start + 64])
+                    except zlib.error as exc:
+                        damage = f"corrupted data near byte {offset + start} ({exc})"
+                        break
             pending += data
             *complete, pending = pending.split(b"\n")
             for line in complete:
                 yield line, None
+            if damage is not None:
+                pending = b""
+                break
             if decompressor.eof:
                 if decompressor.unused_data:
                     damage = f"unexpected data after the end of the recording (byte {offset})"

@@ -63,7 +63,38 @@ def topology_from_json(data: dict[str, Any]) -> Topology:
     )
 
 
-class ReplayBackend:
+class ReadOnlyActions:
+    """Every action a backend offers, refused: for replays and static snapshots."""
+
+    def plan(self, profile: str, layout: str, variant: str, replacing: str | None = None) -> Plan:
+        raise ActionRefused(REFUSED)
+
+    def flag_check(self, plan: Plan) -> str:
+        raise ActionRefused(REFUSED)
+
+    def launch(self, plan: Plan, progress: Progress) -> ServerView:
+        raise ActionRefused(REFUSED)
+
+    def stop_server(self, server_id: str, progress: Progress) -> str:
+        raise ActionRefused(REFUSED)
+
+    def restart(self, server_id: str, progress: Progress) -> ServerView:
+        raise ActionRefused(REFUSED)
+
+    def switch(self, server_id: str, plan: Plan, progress: Progress) -> ServerView:
+        raise ActionRefused(REFUSED)
+
+    def start_bench(self, request: BenchRequest) -> str:
+        raise ActionRefused(REFUSED)
+
+    def start_campaign(self, path: Path, overrides: dict[str, Any] | None = None) -> str:
+        raise ActionRefused(REFUSED)
+
+    def demo_campaign(self) -> tuple[Path, dict[str, Any]]:
+        raise ActionRefused(REFUSED)
+
+
+class ReplayBackend(ReadOnlyActions):
     read_only = True
 
     def __init__(
@@ -202,6 +233,10 @@ class ReplayBackend:
             views.append(view)
         return views
 
+    def raw_servers(self) -> list[dict[str, Any]]:
+        """The server list as recorded at the position (status JSON with plans)."""
+        return [dict(s) for s in self._servers]
+
     def events(self) -> list[str]:
         return list(self._events)
 
@@ -210,32 +245,3 @@ class ReplayBackend:
 
     def log_path(self, server_id: str) -> str | None:
         return next((s.log_path for s in self.servers() if s.id == server_id), None)
-
-    # -- actions: refused ----------------------------------------------------------------
-
-    def plan(self, profile: str, layout: str, variant: str, replacing: str | None = None) -> Plan:
-        raise ActionRefused(REFUSED)
-
-    def flag_check(self, plan: Plan) -> str:
-        raise ActionRefused(REFUSED)
-
-    def launch(self, plan: Plan, progress: Progress) -> ServerView:
-        raise ActionRefused(REFUSED)
-
-    def stop_server(self, server_id: str, progress: Progress) -> str:
-        raise ActionRefused(REFUSED)
-
-    def restart(self, server_id: str, progress: Progress) -> ServerView:
-        raise ActionRefused(REFUSED)
-
-    def switch(self, server_id: str, plan: Plan, progress: Progress) -> ServerView:
-        raise ActionRefused(REFUSED)
-
-    def start_bench(self, request: BenchRequest) -> str:
-        raise ActionRefused(REFUSED)
-
-    def start_campaign(self, path: Path, overrides: dict[str, Any] | None = None) -> str:
-        raise ActionRefused(REFUSED)
-
-    def demo_campaign(self) -> tuple[Path, dict[str, Any]]:
-        raise ActionRefused(REFUSED)

@@ -134,7 +134,11 @@ class DashboardScreen(ConsoleScreen):
 
     def _lines(self, server: ServerView | None) -> dict[str, list[Line]]:
         if server is None:
-            return {chart_id: [] for chart_id, _, _ in CHARTS}
+            # No server yet: the host's GPU load is still worth a chart.
+            every = tuple(f"gpu.{g.index}.util_pct" for g in self.backend.topology.gpus)
+            lines: dict[str, list[Line]] = {chart_id: [] for chart_id, _, _ in CHARTS}
+            lines["gpu"] = [Line(every, "util (all GPUs)")] if every else []
+            return lines
         prefix = f"server.{server.id}"
 
         def one(name: str, label: str, scale: float = 1.0) -> Line:

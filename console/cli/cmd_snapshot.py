@@ -1,0 +1,376 @@
+"""`ddconsole snapshot`, `record` and `replay`: share what the console shows, keep a session.
+
+- snapshot: a headless report (JSON, Markdown, the dashboard as SVG/PNG) of now, or of an
+  instant of a recording; no terminal needed (cron, CI, a pipe).
+- record: the flight recorder without the TUI.
+- replay: the TUI on a recording (or a run directory's telemetry).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from console.core.errors import ConsoleError, UsageError
+
+FORMATS = ("json", "md", "svg", "png")
+RECENT_RECORDING_S = 600.0
+
+
+def register(verbs: Any, common: argparse.ArgumentParser) -> None:
+    snap = verbs.add_parser(
+        "snapshot",
+        parents=[common],
+        help="write a report of now (JSON, Markdown, dashboard SVG/PNG); no terminal needed",
+        description="Gathers servers and their plans, the topology, a complete metrics "
+        "reading plus the last minutes of history (from this host's flight recordings), and "
+        "the latest run's summary. Exits non-zero when there is nothing to report.",
+    )
+    snap.add_argument("--out", required=True, metavar="DIR", help="folder to write into")
+    snap.add_argument(
+        "--format",
+        default=",".join(FORMATS),
+        metavar="LIST",
+        help="comma-separated: json,md,svg,png (default: all; png is skipped with a note "
+        "when cairosvg is missing unless asked for explicitly)",
+    )
+    snap.add_argument("--from-recording", metavar="FILE", help="a recording or a run directory")
+    snap.add_argument("--at", type=float, metavar="S", help="seconds into the recording")
+    snap.add_argument(
+        "--history",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="seconds of history to include (default 300)",
+    )
+    snap.add_argument("--json", action="store_true", help="print what was written as JSON")
+    snap.set_defaults(handler=_snapshot)
+
+    record = verbs.add_parser(
+        "record",
+        parents=[common],
+        help="record GPUs, host and servers to a replayable file (no TUI)",
+    )
+    record.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
+    record.add_argument(
+        "--out", metavar="FILE", help="where (default: the state dir's recordings/)"
+    )
+    record.add_argument("--interval", type=float, default=1.0, metavar="S")
+    record.add_argument("--json", action="store_true")
+    record.set_defaults(handler=_record)
+
+    replay = verbs.add_parser(
+        "replay", parents=[common], help="open the console on a recording or a run's telemetry"
+    )
+    replay.add_argument("file", metavar="FILE", help="a .ddrec.gz recording or a run directory")
+    replay.add_argument("--at", type=float, default=0.0, metavar="S", help="start position")
+    replay.add_argument("--speed", type=float, default=1.0, metavar="X")
+    replay.add_argument("--paused", action="store_true")
+    replay.set_defaults(handler=_replay)
+
+
+def _formats(text: str) -> tuple[list[str], bool]:
+    wanted = [f.strip().lower() for f in text.split(",") if f.strip()]
+    bad = [f for f in wanted if f not in FORMATS]
+    if bad or not wanted:
+        raise UsageError(
+            f"--format: unknown {', '.join(bad) or 'empty list'}; choose from {','.join(FORMATS)}"
+        )
+    return wanted, text != ",".join(FORMATS)
+
+
+def load_recording(path_text: str) -> Any:
+    from console.telemetry.recording import read_recording
+    from console.telemetry.run_telemetry import recording_from_run
+
+    path = Path(path_text)
+    if path.is_dir() or path.name == "telemetry.jsonl":
+        if not (path if path.is_dir() else path.parent).joinpath("telemetry.jsonl").exists():
+            raise UsageError(f"{path}: no telemetry.jsonl (not a run directory)")
+        return recording_from_run(path)
+    if not path.exists():
+        raise UsageError(f"{path}: no such file")
+    return read_recording(path)
+
+
+def _prefill(store: Any, folder: Path, history_s: float) -> str | None:
+    """History from this host's newest flight recording, when it covers the last minutes."""
+    from console.telemetry.poller import write_result
+    from console.telemetry.recording import SUFFIX, RecordingError, read_recording
+
+    files = (
+        sorted(folder.glob(f"*{SUFFIX}"), key=lambda p: p.stat().st_mtime)
+        if folder.is_dir()
+        else []
+    )
+    if not files:
+        return None
+    newest = files[-1]
+    if time.time() - newest.stat().st_mtime > RECENT_RECORDING_S:
+        return None
+    try:
+        recording = read_recording(newest)
+    except RecordingError:
+        return None
+    end_mono = recording.t0 + recording.duration_s
+    if end_mono > time.monotonic() + 1:  # written before a reboot: another clock
+        return None
+    for frame in recording.frames:
+        if frame.kind == "poll" and recording.t0 + frame.t >= time.monotonic() - history_s:
+            try:
+                write_result(store, recording.poll_result(frame))
+            except (ValueError, KeyError, TypeError):
+                continue
+    store.commit()
+    return str(newest)
+
+
+def _latest_run(root: Path) -> dict[str, Any] | None:
+    from console.bench.listing import list_runs
+    from console.bench.rundir import RunDir
+    from console.bench.summary import summarize_run
+
+    for row in reversed(list_runs(root)):
+        if row.error is None:
+            try:
+                return summarize_run(RunDir(row.path))
+            except ConsoleError:
+                continue
+    return None
+
+
+def _gather_live(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
+    from console.cli.services import Services
+    from console.export.snapshot import build_snapshot
+    from console.server.session_recorder import server_json
+    from console.telemetry.store import TimeSeriesStore
+    from console.tui.headless import StaticBackend
+
+    services = Services.create(demo=bool(args.demo))
+    store = TimeSeriesStore()
+    prefilled = _prefill(store, services.state.recordings, args.history)
+    monitor = services.monitor(store=store)
+
+    async def read() -> None:
+        try:
+            await monitor.once()
+        finally:
+            await monitor.stop()
+
+    asyncio.run(read())
+    statuses = monitor.watcher.current if monitor.watcher else []
+    servers = [server_json(s) for s in statuses]
+    topology = services.topology()
+    now = time.monotonic()
+    document = build_snapshot(
+        store=store,
+        now_mono=now,
+        servers=servers,
+        topology=topology.to_json(),
+        latest_run=_latest_run(services.state.runs),
+        demo=services.demo,
+        source="live" + (f" + history from {prefilled}" if prefilled else ""),
+        history_s=args.history,
+    )
+    backend = StaticBackend(
+        store=store,
+        now_mono=now,
+        servers=document["servers"],
+        topology=topology,
+        runs_root=services.state.runs,
+        demo=services.demo,
+    )
+    return document, backend
+
+
+def _gather_recording(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
+    from console.cli.services import Services
+    from console.export.snapshot import build_snapshot
+    from console.tui.headless import StaticBackend
+    from console.tui.replay import ReplayBackend
+
+    recording = load_recording(args.from_recording)
+    services = Services.create(demo=bool(args.demo))
+    at = recording.duration_s if args.at is None else args.at
+    if at < 0 or at > recording.duration_s + 1e-6:
+        raise UsageError(f"--at {at:g}: the recording covers 0 to {recording.duration_s:.1f} s")
+    replay = ReplayBackend(recording, runs_root=services.state.runs, position_s=at, playing=False)
+    servers = replay.raw_servers()
+    document = build_snapshot(
+        store=replay.store,
+        now_mono=replay.now(),
+        servers=servers,
+        topology=recording.header.get("topology") or {},
+        latest_run=None,
+        demo=replay.demo,
+        source=f"recording {args.from_recording} at {at:.1f} s",
+        history_s=args.history,
+    )
+    if recording.damage:
+        document["recording_damage"] = recording.damage
+    backend = StaticBackend(
+        store=replay.store,
+        now_mono=replay.now(),
+        servers=document["servers"],
+        topology=replay.topology,
+        runs_root=services.state.runs,
+        demo=replay.demo,
+    )
+    return document, backend
+
+
+def _snapshot(args: argparse.Namespace) -> int:
+    from console.bench.summary import to_markdown as run_markdown
+    from console.export.png import png_available, svg_to_png
+    from console.export.snapshot import is_empty, to_markdown
+
+    started = time.monotonic()
+    formats, explicit = _formats(args.format)
+    if args.at is not None and not args.from_recording:
+        raise UsageError("--at needs --from-recording FILE")
+    if "png" in formats and not explicit and png_available() is not None:
+        formats.remove("png")
+        print(f"ddconsole: note: skipping png ({png_available()})", file=sys.stderr)
+    document, backend = _gather_recording(args) if args.from_recording else _gather_live(args)
+    if is_empty(document) and not document["demo"]:
+        raise ConsoleError(
+            "nothing to snapshot: no GPUs ("
+            + (document["topology"].get("gpu_status") or "none found")
+            + "), no managed servers and no runs",
+            hint="launch a server (`ddconsole up`), or try `ddconsole snapshot --demo`",
+        )
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out {out}: cannot create ({exc.strerror or exc})") from None
+    written: list[str] = []
+
+    def write(name: str, text: str) -> None:
+        try:
+            (out / name).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise ConsoleError(f"cannot write {out / name}: {exc.strerror or exc}") from None
+        written.append(str(out / name))
+
+    if "json" in formats:
+        write("snapshot.json", json.dumps(document, indent=2, allow_nan=False) + "\n")
+    if "md" in formats:
+        run = document["latest_run"]
+        run_text = None
+        if run:
+            # The run's own report, its headings one level down inside the snapshot's.
+            run_text = "\n".join(
+                "###" + line[1:] if line.startswith("# ") else line
+                for line in run_markdown(run).splitlines()
+            )
+        write("snapshot.md", to_markdown(document, run_text))
+    if "svg" in formats or "png" in formats:
+        from console.tui.headless import render_svg
+
+        svg = render_svg(backend, title=f"ddconsole dashboard: {document['host']['hostname']}")
+        if "svg" in formats:
+            write("dashboard.svg", svg)
+        if "png" in formats:
+            svg_to_png(svg, out / "dashboard.png")
+            written.append(str(out / "dashboard.png"))
+    elapsed = time.monotonic() - started
+    if args.json:
+        print(json.dumps({"written": written, "seconds": round(elapsed, 2)}))
+    else:
+        for path in written:
+            print(path)
+        print(f"snapshot written in {elapsed:.1f} s", file=sys.stderr)
+    return 0
+
+
+def _record(args: argparse.Namespace) -> int:
+    from console.cli.services import Services
+    from console.server.session_recorder import SessionRecorder
+
+    services = Services.create(demo=bool(args.demo))
+    services.state.ensure()
+    monitor = services.monitor(interval_s=args.interval)
+    path = Path(args.out) if args.out else None
+    recorder = SessionRecorder(
+        monitor,
+        services.state.recordings,
+        demo=services.demo,
+        topology=services.topology(),
+        path=path,
+        note="ddconsole record",
+    )
+    started = time.monotonic()
+
+    async def run() -> None:
+        recorder.start()
+        if recorder.error:
+            raise ConsoleError(recorder.error)
+        await monitor.start()
+        if not args.json:
+            print(f"recording to {recorder.path} (Ctrl-C stops)", file=sys.stderr, flush=True)
+        try:
+            if args.duration is not None:
+                await asyncio.sleep(args.duration)
+            else:
+                while True:
+                    await asyncio.sleep(3600)
+        finally:
+            await monitor.stop()
+            recorder.close()
+
+    try:
+        asyncio.run(run())
+    except KeyboardInterrupt:
+        pass
+    files = [str(p) for p in recorder.files]
+    size = sum(Path(p).stat().st_size for p in files if Path(p).exists())
+    result = {
+        "files": files,
+        "seconds": round(time.monotonic() - started, 1),
+        "bytes": size,
+        "error": recorder.error,
+    }
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"recorded {result['seconds']} s to {', '.join(files)} ({size} bytes)")
+        if recorder.error:
+            print(f"ddconsole: {recorder.error}", file=sys.stderr)
+    return 0 if recorder.error is None else 1
+
+
+def _replay(args: argparse.Namespace) -> int:
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise UsageError(
+            "replay opens the console and needs a terminal; for a headless view of one "
+            "instant use `ddconsole snapshot --from-recording FILE --at S --out DIR`"
+        )
+    from console.cli.services import Services
+    from console.tui.app import ConsoleApp
+    from console.tui.replay import ReplayBackend
+
+    recording = load_recording(args.file)
+    if not recording.frames:
+        raise ConsoleError(
+            f"{args.file}: the recording holds no frames"
+            + (f" ({recording.damage})" if recording.damage else "")
+        )
+    services = Services.create(demo=bool(args.demo) or bool(recording.header.get("demo")))
+    backend = ReplayBackend(
+        recording,
+        runs_root=services.state.runs,
+        position_s=args.at,
+        playing=not args.paused,
+        speed=args.speed,
+    )
+    app = ConsoleApp(backend)
+    app.run()
+    if recording.damage:
+        print(f"ddconsole: {backend.message}", file=sys.stderr)
+    return app.return_code or 0

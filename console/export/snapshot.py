@@ -1,0 +1,205 @@
+"""The headless snapshot: what the console shows, as one JSON document and a Markdown report.
+
+The JSON follows `docs/snapshot.schema.json` (`schema_version` 1): host and topology, the
+servers with their plans, a complete metrics reading, the last minutes of history of the
+series the dashboard charts, the state of every source, and the latest run's summary.
+Secrets are masked (`***`) before anything is returned.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from typing import Any
+
+from console import __version__
+from console.core.redact import redact_json, secret_values
+from console.telemetry.reading import store_reading
+from console.telemetry.store import TimeSeriesStore
+
+SCHEMA_VERSION = 1
+HISTORY_S = 300.0
+SERVER_SERIES = (
+    "decode_tok_s",
+    "accept_length",
+    "running",
+    "queued",
+    "ttft_p50_s",
+    "ttft_p99_s",
+    "itl_p50_s",
+    "itl_p99_s",
+)
+GPU_SERIES = ("util_pct", "mem_used_bytes", "power_w", "pcie_rx_bytes_s", "pcie_tx_bytes_s")
+
+
+def history(
+    store: TimeSeriesStore, now: float, seconds: float, server_ids: list[str], gpus: list[int]
+) -> dict[str, Any]:
+    """`{series key: [[seconds before now, value], ...]}` over the last `seconds`."""
+    keys = [f"server.{s}.{name}" for s in server_ids for name in SERVER_SERIES]
+    keys += [f"gpu.{g}.{name}" for g in gpus for name in GPU_SERIES]
+    keys += ["host.cpu_pct"]
+    out: dict[str, Any] = {}
+    for key in keys:
+        window = store.window(key, now - seconds)
+        points = [
+            [round(t - now, 3), v]
+            for t, v in zip(window.times, window.values, strict=True)
+            if v is not None and t <= now
+        ]
+        if points:
+            out[key] = points
+    return {"seconds": seconds, "series": out}
+
+
+def build_snapshot(
+    *,
+    store: TimeSeriesStore,
+    now_mono: float,
+    servers: list[dict[str, Any]],
+    topology: dict[str, Any],
+    latest_run: dict[str, Any] | None,
+    demo: bool,
+    source: str,
+    history_s: float = HISTORY_S,
+    secret_env: list[str] | None = None,
+) -> dict[str, Any]:
+    lifecycle = {str(s.get("id")): s for s in servers}
+    gpus = [int(g["index"]) for g in topology.get("gpus", [])]
+    document = {
+        "schema_version": SCHEMA_VERSION,
+        "generator": f"ddconsole {__version__}",
+        "created_wall": time.time(),
+        "source": source,
+        "demo": demo,
+        "host": {"hostname": socket.gethostname()},
+        "topology": topology,
+        "servers": servers,
+        "reading": store_reading(store, lifecycle),
+        "history": history(store, now_mono, history_s, list(lifecycle), gpus),
+        "latest_run": latest_run,
+    }
+    names = list(secret_env or [])
+    names += [
+        str(s["plan"]["api_key_env"]) for s in servers if s.get("plan", {}).get("api_key_env")
+    ]
+    masked: dict[str, Any] = redact_json(document, secret_values(names=names))
+    return masked
+
+
+def is_empty(snapshot: dict[str, Any]) -> bool:
+    """No GPUs, no servers and no runs: nothing worth a report."""
+    return (
+        not snapshot["topology"].get("gpus")
+        and not snapshot["servers"]
+        and not snapshot["latest_run"]
+    )
+
+
+def _fmt(value: Any, spec: str, scale: float = 1.0) -> str:
+    return "-" if value is None else f"{value * scale:{spec}}"
+
+
+def to_markdown(snapshot: dict[str, Any], run_table: str | None = None) -> str:
+    created = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(snapshot["created_wall"]))
+    lines = [
+        f"# ddconsole snapshot: {snapshot['host']['hostname']}",
+        "",
+        f"{created} · {snapshot['generator']} · source: {snapshot['source']}"
+        + (" · **demo mode** (simulated host and servers)" if snapshot["demo"] else ""),
+        "",
+        "## Servers",
+        "",
+    ]
+    if snapshot["servers"]:
+        lines += [
+            "| id | profile | layout | variant | state | port | GPUs | reason |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for s in snapshot["servers"]:
+            lines.append(
+                f"| {s.get('id')} | {s.get('profile')} | {s.get('layout')} | {s.get('variant')} "
+                f"| {s.get('state')} | {s.get('port')} | "
+                f"{','.join(map(str, s.get('gpus') or []))} | {s.get('reason') or ''} |"
+            )
+    else:
+        lines.append("No managed servers.")
+    reading = snapshot["reading"]
+    metrics = [s for s in reading["servers"] if s.get("tok_s") is not None]
+    if metrics:
+        lines += [
+            "",
+            "## Server metrics (now)",
+            "",
+            "| server | output tok/s | accept length | running | queued | TTFT p50/p99 ms "
+            "| ITL p50/p99 ms |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for s in metrics:
+            lines.append(
+                f"| {s['id']} | {_fmt(s.get('tok_s'), '.1f')} | "
+                f"{_fmt(s.get('accept_length'), '.2f')} | {_fmt(s.get('running'), '.0f')} | "
+                f"{_fmt(s.get('queued'), '.0f')} | {_fmt(s.get('ttft_p50_s'), '.0f', 1000)}/"
+                f"{_fmt(s.get('ttft_p99_s'), '.0f', 1000)} | "
+                f"{_fmt(s.get('itl_p50_s'), '.1f', 1000)}/{_fmt(s.get('itl_p99_s'), '.1f', 1000)} |"
+            )
+    lines += ["", "## GPUs", ""]
+    gpus = reading["gpus"]
+    if gpus:
+        lines += [
+            "| GPU | NUMA | util | memory | power | temp | PCIe RX | PCIe TX | link now/max |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for g in gpus:
+            lines.append(
+                f"| {g.get('index')} | {g.get('numa_node', '-')} "
+                f"| {_fmt(g.get('util_pct'), '.0f')}% "
+                f"| {_fmt(g.get('mem_used_bytes'), '.1f', 2**-30)}/"
+                f"{_fmt(g.get('mem_total_bytes'), '.0f', 2**-30)} GiB "
+                f"| {_fmt(g.get('power_w'), '.0f')} W | {_fmt(g.get('temp_c'), '.0f')} C "
+                f"| {_fmt(g.get('pcie_rx_bytes_s'), '.2f', 1e-9)} GB/s "
+                f"| {_fmt(g.get('pcie_tx_bytes_s'), '.2f', 1e-9)} GB/s "
+                f"| Gen{g.get('pcie_gen_current')} x{g.get('pcie_width_current')} / "
+                f"Gen{g.get('pcie_gen_max')} x{g.get('pcie_width_max')} |"
+            )
+    else:
+        lines.append(snapshot["topology"].get("gpu_status") or "No GPUs.")
+    host = reading.get("host")
+    if host:
+        lines += [
+            "",
+            "## Host",
+            "",
+            f"CPU {_fmt(host.get('cpu_pct'), '.0f')}%; per NUMA node: "
+            + ", ".join(
+                f"node {n['node']} {_fmt(n.get('cpu_pct'), '.0f')}% "
+                f"(GPUs {','.join(map(str, n.get('gpus') or [])) or '-'})"
+                for n in host.get("numa_nodes", [])
+            ),
+        ]
+        for b in host.get("bindings", []):
+            lines.append(
+                f"- {b['server_id']}: intended NUMA {b['intended_nodes']}, actual "
+                f"{b['actual_nodes']} ({'ok' if b['matches'] else 'MISMATCH'})"
+            )
+    lines += ["", "## Sources", ""]
+    for source in reading["sources"]:
+        reason = f" ({source['reason']})" if source.get("reason") else ""
+        lines.append(f"- {source['name']}: {source['state']}{reason}")
+    run = snapshot["latest_run"]
+    lines += ["", "## Latest run", ""]
+    if run:
+        lines.append(f"{run['run_id']} · {run.get('name')} · {run['status']}")
+        if run_table:
+            lines += ["", run_table.strip()]
+        for finding in run.get("findings", []):
+            lines += ["", f"**{finding['kind']}**: {finding['message']}"]
+    else:
+        lines.append("No runs yet.")
+    lines += [
+        "",
+        f"History: the last {snapshot['history']['seconds']:.0f} s of "
+        f"{len(snapshot['history']['series'])} series are in snapshot.json.",
+        "",
+    ]
+    return "\n".join(lines)
