@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -94,24 +95,29 @@ class ServerManager:
         self._http: httpx.Client | None = None
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._closed = False
+        self._http_lock = threading.Lock()
 
     def close(self) -> None:
         """Release the shared client; a probe still running elsewhere (a watcher thread
         finishing its poll) then uses a client of its own instead of reviving this one."""
-        self._closed = True
+        with self._http_lock:
+            self._closed = True
+            shared, self._http = self._http, None
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
-        if self._http is not None:
-            self._http.close()
-            self._http = None
+        if shared is not None:
+            shared.close()
 
-    @property
-    def http(self) -> httpx.Client:
-        """One client for every probe: building one per request costs milliseconds of CPU."""
-        if self._http is None:
-            self._http = httpx.Client(timeout=self.probe_timeout, trust_env=False)
-        return self._http
+    def _shared_http(self) -> httpx.Client | None:
+        """One client for every probe (building one per request costs milliseconds of CPU);
+        None once closed."""
+        with self._http_lock:
+            if self._closed:
+                return None
+            if self._http is None:
+                self._http = httpx.Client(timeout=self.probe_timeout, trust_env=False)
+            return self._http
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -130,11 +136,12 @@ class ServerManager:
 
     def probe(self, record: ServerRecord) -> Probe:
         try:
-            if self._closed:
+            shared = self._shared_http()
+            if shared is None:
                 with httpx.Client(timeout=self.probe_timeout, trust_env=False) as client:
                     response = client.get(f"{record.url}/ready")
             else:
-                response = self.http.get(f"{record.url}/ready")
+                response = shared.get(f"{record.url}/ready")
         except httpx.ConnectError:
             return Probe.REFUSED
         except httpx.TimeoutException:
