@@ -21,12 +21,16 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import update_results
+
+if TYPE_CHECKING:
+    from console.topology.placement import Plan
 
 
 def main() -> None:
@@ -44,7 +48,7 @@ def main() -> None:
     manager = services.manager()
     qwen = services.catalog.get("qwen3.6-27b")
 
-    def plan(gpu: int):  # type: ignore[no-untyped-def]
+    def plan(gpu: int) -> Plan:
         command = build_command(qwen, "tp1", "off", port=free_port(), demo=True, gpus=(gpu,))
         return resolve(command, services.topology(), port_checker=None)
 
@@ -94,7 +98,7 @@ def main() -> None:
         manager.forget(status.id)
 
     costs: list[tuple[int, float]] = []
-    launched = []
+    launched: list[str] = []
     for count in (1, 4, 8):
         while len(launched) < count:
             record = manager.launch(plan(len(launched)))

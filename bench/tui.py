@@ -147,7 +147,7 @@ def main() -> None:
                 "64",
                 "--detach",
             )
-            load_pids.append(int(run.get("pid") or 0))
+            load_pids.append(int(str(run.get("pid") or 0)))
         term = Terminal([sys.executable, "-m", "console", "--demo"], env)
         first = term.wait_for(b"NUMA 1", term.started, 20)
         first_frame = None if first is None else first - term.started
@@ -201,9 +201,9 @@ def main() -> None:
 
     p50 = statistics.median(latencies) * 1000
     worst = max(latencies) * 1000
-    first = "not seen" if first_frame is None else f"{first_frame:.2f} s"
+    first_text = "not seen" if first_frame is None else f"{first_frame:.2f} s"
     rows = [
-        ("time to first frame (spawn -> GPU table on the terminal)", first, "<= 1.5 s"),
+        ("time to first frame (spawn -> GPU table on the terminal)", first_text, "<= 1.5 s"),
         (
             f"observer cost, CPU time / wall time over {args.seconds:.0f} s",
             f"{cost_pct:.2f}% of one core",

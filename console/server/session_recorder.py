@@ -65,6 +65,7 @@ class SessionRecorder:
         self._runs: list[dict[str, Any]] = []
         self._runs_at = 0.0
         self.files: list[Path] = []
+        self._others_bytes = 0
 
     def _secrets(self) -> set[str]:
         names = {
@@ -91,7 +92,17 @@ class SessionRecorder:
         self.files.append(path)
         self._servers = ()
         if self.fixed_path is None:
-            prune(self.folder, self.max_bytes, keep=path)
+            # Older files get what the file now starting may not use, so the folder
+            # stays within the limit while it grows.
+            self._prune(self.max_bytes - self.max_bytes // 4)
+
+    def _prune(self, budget: int) -> None:
+        """Delete the oldest files (never the current one) until the folder, current file
+        included, holds at most `budget` bytes; note what the others then hold."""
+        prune(self.folder, budget, keep=self.path)
+        self._others_bytes = sum(
+            p.stat().st_size for p in self.folder.glob(f"*{SUFFIX}") if p != self.path
+        )
 
     def start(self) -> None:
         try:
@@ -119,12 +130,21 @@ class SessionRecorder:
                 if rows != self._runs:
                     self._runs = rows
                     writer.runs(now, rows)
-            if self.fixed_path is None and writer.size_bytes > self.max_bytes // 4:
-                writer.close()
-                self._open()
+            if self.fixed_path is None:
+                self._keep_within_limit(writer)
         except OSError as exc:
             self.error = f"recording stopped: {exc.strerror or exc}"
             self.close()
+
+    def _keep_within_limit(self, writer: RecordingWriter) -> None:
+        """Rotate before the current file would pass its quarter of the limit; should a
+        flush still take the folder past the limit, delete older files at once."""
+        pending = writer.size_bytes + writer.flush_growth
+        if pending > self.max_bytes // 4:
+            writer.close()
+            self._open()
+        elif self._others_bytes + pending > self.max_bytes:
+            self._prune(self.max_bytes - writer.flush_growth)
 
     def event(self, text: str) -> None:
         if self.writer is not None:

@@ -191,6 +191,8 @@ class RecordingWriter:
         self._gzip = gzip.GzipFile(fileobj=self._raw, mode="wb", compresslevel=6)
         self._flushed = time.monotonic()
         self.bytes_in = 0
+        self.flush_growth = 0
+        """The most one flush has added to the file: what may still be pending in memory."""
         # Frames come from the event loop and events from worker threads.
         self._lock = threading.Lock()
         self._line(redact_json(head, self.secrets))
@@ -227,7 +229,7 @@ class RecordingWriter:
         self._line({"t": self._t(mono), "k": "event", "v": redact_json(text, self.secrets)})
 
     def runs(self, mono: float, rows: list[dict[str, Any]]) -> None:
-        self._line({"t": self._t(mono), "k": "runs", "v": rows})
+        self._line({"t": self._t(mono), "k": "runs", "v": redact_json(rows, self.secrets)})
 
     def flush(self) -> None:
         """Make everything written so far readable after a crash (a gzip sync point)."""
@@ -235,9 +237,11 @@ class RecordingWriter:
             self._flush()
 
     def _flush(self) -> None:
+        before = self._raw.tell()
         self._gzip.flush()
         self._raw.flush()
         self._flushed = time.monotonic()
+        self.flush_growth = max(self.flush_growth, self._raw.tell() - before)
 
     @property
     def size_bytes(self) -> int:

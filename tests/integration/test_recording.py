@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from console.cli.services import Services
-from console.server.session_recorder import server_json
+from console.server.session_recorder import SessionRecorder, server_json
+from console.telemetry import recording as recording_module
 from console.telemetry.recording import (
     SUFFIX,
     RecordingError,
@@ -154,6 +155,38 @@ def test_retention_deletes_the_oldest_and_keeps_the_current(tmp_path: Path):
     assert f"s5{SUFFIX}" in left
     assert sum((tmp_path / n).stat().st_size for n in left) <= limit + sizes[0]
     assert removed
+
+
+async def test_the_session_recorder_rotates_and_stays_within_its_limit(monkeypatch, tmp_path: Path):
+    """8 GPUs polled every 20 ms: many rotations; the folder never outgrows the limit."""
+    monkeypatch.setattr(recording_module, "FLUSH_EVERY_S", 0.2)
+    services = Services.create(demo=True)
+    monitor = services.monitor(interval_s=0.02)
+    limit = 48 * 1024
+    recorder = SessionRecorder(
+        monitor, tmp_path, demo=True, topology=services.topology(), max_bytes=limit
+    )
+    recorder.start()
+    sizes: list[int] = []
+    monitor.poller.listeners.append(
+        lambda now, result: sizes.append(sum(p.stat().st_size for p in tmp_path.glob("*")))
+    )
+    await monitor.start()
+    for _ in range(300):
+        await asyncio.sleep(0.1)
+        if len(recorder.files) >= 6:
+            break
+    await monitor.stop()
+    recorder.close()
+    left = list(tmp_path.glob(f"*{SUFFIX}"))
+    assert len(recorder.files) >= 6
+    assert len(left) < len(recorder.files)
+    assert recorder.files[0] not in left
+    assert max(sizes) <= limit
+    assert sum(p.stat().st_size for p in left) <= limit
+    newest = read_recording(recorder.files[-1])
+    assert newest.damage is None
+    assert newest.frames
 
 
 def test_a_run_directory_replays(tmp_path: Path):
