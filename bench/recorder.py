@@ -176,8 +176,13 @@ def main() -> None:
     load_pids: list[int] = []
     try:
         start_load(env, load_pids)
+        print(f"session: {args.seconds:.0f} s at 1 s polls", file=sys.stderr, flush=True)
         session = asyncio.run(measure_session(args.seconds))
+        print(
+            f"retention: {args.retention_seconds:.0f} s at 20 ms polls", file=sys.stderr, flush=True
+        )
         retention = asyncio.run(measure_retention(args.retention_seconds, Path(work) / "retention"))
+        print("done", file=sys.stderr, flush=True)
     finally:
         for pid in load_pids:
             if pid:

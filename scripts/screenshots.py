@@ -3,16 +3,20 @@
     .venv/bin/python scripts/screenshots.py [OUT_DIR]   (default: screenshots/)
 
 Headless, at 160x50 and 80x24, same seed and clock each time (tests/tui/scene.py). PNGs
-need cairosvg (in the `dev` extra).
+need cairosvg (the `png` extra, also in `test`). Clock text is rendered in UTC.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from console.export.png import png_available, svg_to_png
 
 SCREENS = (
     ("dashboard", "d"),
@@ -44,21 +48,18 @@ async def render(out: Path) -> list[Path]:
 
 
 def main() -> None:
+    os.environ["TZ"] = "UTC"
+    time.tzset()
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "screenshots")
     out.mkdir(parents=True, exist_ok=True)
     written = asyncio.run(render(out))
-    try:
-        import cairosvg
-    except ImportError:
-        print("cairosvg not installed: wrote SVG only (pip install -e '.[dev]')")
-        cairosvg = None
+    why_not = png_available()
     for svg in written:
-        if cairosvg is not None:
-            # cairosvg ignores textLength; a local monospace font with box-drawing and
-            # block glyphs keeps every cell on the grid.
-            text = svg.read_text().replace("Fira Code, monospace", "DejaVu Sans Mono, monospace")
-            cairosvg.svg2png(bytestring=text.encode(), write_to=str(svg.with_suffix(".png")))
+        if why_not is None:
+            svg_to_png(svg.read_text(), svg.with_suffix(".png"))
         print(svg)
+    if why_not is not None:
+        print(f"wrote SVG only: {why_not}")
 
 
 if __name__ == "__main__":

@@ -68,9 +68,13 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         "replay", parents=[common], help="open the console on a recording or a run's telemetry"
     )
     replay.add_argument("file", metavar="FILE", help="a .ddrec.gz recording or a run directory")
-    replay.add_argument("--at", type=float, default=0.0, metavar="S", help="start position")
-    replay.add_argument("--speed", type=float, default=1.0, metavar="X")
-    replay.add_argument("--paused", action="store_true")
+    replay.add_argument(
+        "--at", type=float, default=0.0, metavar="S", help="start S seconds in (default 0)"
+    )
+    replay.add_argument(
+        "--speed", type=float, default=1.0, metavar="X", help="play X times real time (default 1)"
+    )
+    replay.add_argument("--paused", action="store_true", help="open paused (space plays)")
     replay.set_defaults(handler=_replay)
 
 
@@ -346,6 +350,8 @@ def _record(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
+    if args.speed <= 0:
+        raise UsageError(f"--speed {args.speed:g}: give a positive factor (1 = real time)")
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise UsageError(
             "replay opens the console and needs a terminal; for a headless view of one "
@@ -356,6 +362,10 @@ def _replay(args: argparse.Namespace) -> int:
     from console.tui.replay import ReplayBackend
 
     recording = load_recording(args.file)
+    if not 0 <= args.at <= recording.duration_s + 1e-6:
+        raise UsageError(
+            f"--at {args.at:g}: the recording covers 0 to {recording.duration_s:.1f} s"
+        )
     if not recording.frames:
         raise ConsoleError(
             f"{args.file}: the recording holds no frames"

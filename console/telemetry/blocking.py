@@ -39,7 +39,10 @@ class BlockingCaller:
         future = loop.run_in_executor(self._executor, function)
         self._pending_since = loop.time()
         try:
-            result = await asyncio.wait_for(asyncio.shield(future), self.timeout_s)
+            # asyncio.timeout, not wait_for: 3.11's wait_for returns the result when the
+            # call finishes just as the caller is cancelled, so a stopping loop never stops.
+            async with asyncio.timeout(self.timeout_s):
+                result = await asyncio.shield(future)
         except TimeoutError:
             self._pending = future  # type: ignore[assignment]
             future.add_done_callback(_consume)
