@@ -39,6 +39,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import cpu_seconds, update_results
 
 COLS, ROWS = 120, 40
+# On a GPU host the servers' work is on the GPUs; here the simulators and their load
+# generators burn CPU in its place, so they get their own cores and the console the first.
+_ALL_CPUS = sorted(os.sched_getaffinity(0))
+CONSOLE_CPUS = set(_ALL_CPUS[:1]) if len(_ALL_CPUS) > 1 else set()
+LOAD_CPUS = set(_ALL_CPUS[1:]) if len(_ALL_CPUS) > 1 else set()
+
+
+def pin_to_load_cpus() -> None:
+    if LOAD_CPUS:
+        os.sched_setaffinity(0, LOAD_CPUS)
 
 
 class Terminal:
@@ -48,6 +58,8 @@ class Terminal:
         self.started = time.monotonic()
         pid, fd = pty.fork()
         if pid == 0:
+            if CONSOLE_CPUS:
+                os.sched_setaffinity(0, CONSOLE_CPUS)
             os.execvpe(argv[0], argv, env)
         self.pid, self.fd = pid, fd
         fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLS, 0, 0))
@@ -103,6 +115,7 @@ def ddconsole(env: dict[str, str], *args: str) -> dict[str, object]:
         text=True,
         timeout=180,
         check=True,
+        preexec_fn=pin_to_load_cpus,
     )
     return json.loads(out.stdout) if out.stdout.strip() else {}
 
@@ -223,7 +236,14 @@ def main() -> None:
     body = (
         f"`python bench/tui.py`: `ddconsole --demo` in a real pty at {COLS}x{ROWS}, 8 simulated\n"
         "GPUs, 2 simulator servers (Qwen3.6-27B tp1 ddtree-b15) each under a detached 2-stream\n"
-        f"benchmark, default 1 s refresh, dashboard shown. {os.cpu_count()} CPUs.\n\n"
+        f"benchmark, default 1 s refresh, dashboard shown. {os.cpu_count()} CPUs"
+        + (
+            f"; the console on CPU {sorted(CONSOLE_CPUS)}, the simulators and load generators "
+            f"(standing in for GPU work) on {sorted(LOAD_CPUS)}"
+            if CONSOLE_CPUS
+            else ""
+        )
+        + ".\n\n"
         "| what | measured | budget |\n| --- | --- | --- |\n"
         + "\n".join(f"| {a} | {b} | {c} |" for a, b, c in rows)
         + "\n"

@@ -341,6 +341,32 @@ def test_metrics_names_types_labels_and_update_rules(ddtree_sim):
         ]
         assert sum(s.value for s in ttft) >= 1
         assert any(s.labels.get("is_streaming") for s in ttft)
+        for gauge_name in (
+            "sglang:num_queue_reqs",
+            "sglang:token_usage",
+            "sglang:spec_accept_length",
+            "sglang:spec_accept_rate",
+        ):
+            assert end[gauge_name].type == "gauge", gauge_name
+            assert "tp_rank" in end[gauge_name].samples[0].labels, gauge_name
+        accept_rate = end["sglang:spec_accept_rate"].samples[0].value
+        assert 0 < accept_rate <= 1
+        for histogram in (
+            "sglang:inter_token_latency_seconds",
+            "sglang:e2e_request_latency_seconds",
+        ):
+            family = end[histogram]
+            assert family.type == "histogram", histogram
+            counts = [s.value for s in family.samples if s.name.endswith("_count")]
+            assert sum(counts) >= 1, histogram
+            buckets = [s for s in family.samples if s.name.endswith("_bucket")]
+            assert any(b.labels["le"] == "+Inf" for b in buckets), histogram
+        e2e_streaming = {
+            s.labels.get("is_streaming")
+            for s in end["sglang:e2e_request_latency_seconds"].samples
+            if s.name.endswith("_count")
+        }
+        assert e2e_streaming == {"true", "false"}
 
 
 def test_gauges_refresh_on_decode_ticks(ddtree_sim):

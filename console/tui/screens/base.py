@@ -1,4 +1,4 @@
-"""What every mode screen shares: the top bar, the footer, and data refresh on demand."""
+"""What every mode screen shares: the top bar, the key bar, and data refresh on demand."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, cast
 
 from textual.app import ComposeResult
 from textual.screen import Screen
-from textual.widgets import Footer
 
+from console.tui.widgets.keybar import KeyBar
 from console.tui.widgets.topbar import TopBar
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ class ConsoleScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield TopBar(self.TITLE)
         yield from self.compose_body()
-        yield Footer()
+        yield KeyBar()
 
     def compose_body(self) -> ComposeResult:
         yield from ()

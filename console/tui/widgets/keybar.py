@@ -1,0 +1,88 @@
+"""The footer line: the bindings that apply on this screen, clickable.
+
+One widget rendering one line of text. Textual's Footer mounts a widget per key and
+restyles each on every screen switch and focus change, which cost most of a screen switch.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual import events
+from textual.screen import Screen
+from textual.widgets import Static
+
+
+class KeyBar(Static):
+    DEFAULT_CSS = """
+    KeyBar {
+        dock: bottom;
+        height: 1;
+        width: 1fr;
+        background: $footer-background;
+        color: $footer-foreground;
+    }
+    KeyBar > .keybar--key {
+        color: $footer-key-foreground;
+        background: $footer-key-background;
+        text-style: bold;
+    }
+    KeyBar > .keybar--description {
+        color: $footer-description-foreground;
+        background: $footer-description-background;
+    }
+    KeyBar > .keybar--disabled {
+        color: $text-disabled;
+    }
+    """
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "keybar--key",
+        "keybar--description",
+        "keybar--disabled",
+    }
+
+    def __init__(self) -> None:
+        super().__init__("")
+        self._targets: list[tuple[int, int, str]] = []
+        """(first cell, end cell, key) of each shown binding, for clicks."""
+
+    def on_mount(self) -> None:
+        self.screen.bindings_updated_signal.subscribe(self, self._bindings_changed)
+        self.show_keys()
+
+    def _bindings_changed(self, screen: Screen[object]) -> None:
+        if screen is self.screen:
+            self.show_keys()
+
+    def show_keys(self) -> None:
+        key_style = self.get_component_rich_style("keybar--key")
+        description_style = self.get_component_rich_style("keybar--description")
+        disabled_style = self.get_component_rich_style("keybar--disabled")
+        line = Text(no_wrap=True, overflow="ellipsis", end="")
+        targets: list[tuple[int, int, str]] = []
+        seen: set[str] = set()
+        palette = None
+        for _node, binding, enabled, _tooltip in self.screen.active_bindings.values():
+            if binding.key == self.app.COMMAND_PALETTE_BINDING:
+                palette = binding
+            if not binding.show or binding.action in seen:
+                continue
+            seen.add(binding.action)
+            start = line.cell_len
+            line.append(f" {self.app.get_key_display(binding)} ", key_style)
+            line.append(f"{binding.description} ", description_style if enabled else disabled_style)
+            targets.append((start, line.cell_len, binding.key))
+        if palette is not None and self.app.ENABLE_COMMAND_PALETTE:
+            start = line.cell_len
+            line.append(f" {self.app.get_key_display(palette)} ", key_style)
+            line.append(f"{palette.description} ", description_style)
+            targets.append((start, line.cell_len, palette.key))
+        self._targets = targets
+        self.update(line)
+
+    def on_click(self, event: events.Click) -> None:
+        for start, end, key in self._targets:
+            if start <= event.x < end:
+                self.app.simulate_key(key)
+                return
