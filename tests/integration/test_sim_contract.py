@@ -349,8 +349,8 @@ def test_metrics_names_types_labels_and_update_rules(ddtree_sim):
         ):
             assert end[gauge_name].type == "gauge", gauge_name
             assert "tp_rank" in end[gauge_name].samples[0].labels, gauge_name
-        accept_rate = end["sglang:spec_accept_rate"].samples[0].value
-        assert 0 < accept_rate <= 1
+        # Like SGLang's, the spec gauges move once per decode-log window of steps.
+        assert 0 <= end["sglang:spec_accept_rate"].samples[0].value <= 1
         for histogram in (
             "sglang:inter_token_latency_seconds",
             "sglang:e2e_request_latency_seconds",
