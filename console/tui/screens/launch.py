@@ -139,7 +139,7 @@ class LaunchScreen(ModalScreen[LaunchChoice | None]):
             return
         layouts.add_options(
             [
-                Option(f"{k}  tp{v.tp}  GPUs {','.join(map(str, v.gpus))}", id=k)
+                Option(f"{k}  TP {v.tp}, GPUs {','.join(map(str, v.gpus))}", id=k)
                 for k, v in profile.layouts.items()
             ]
         )

@@ -51,7 +51,8 @@ class RunsScreen(ConsoleScreen):
 
     def on_mount(self) -> None:
         table = self.query_one("#runs", DataTable)
-        table.add_columns("RUN", "NAME", "KIND", "STATUS", "CELLS", "CREATED")
+        # The run id starts with its creation time and ends with its name.
+        table.add_columns("RUN", "KIND", "STATUS", "CELLS")
 
     def refresh_data(self) -> None:
         if not self.is_mounted:
@@ -77,20 +78,13 @@ class RunsScreen(ConsoleScreen):
             self.rows = rows
             table.clear()
             for row in rows:
-                created = (
-                    time.strftime("%Y-%m-%d %H:%M", time.localtime(row.created_wall))
-                    if row.created_wall
-                    else "-"
-                )
                 mark = "* " if row.run_id == self.marked else ""
                 status = row.status if row.error is None else f"unreadable: {row.error}"
                 table.add_row(
                     mark + row.run_id,
-                    row.name or "-",
                     row.kind or "-",
                     status,
                     f"{row.cells_done}/{row.cells}",
-                    created,
                     key=row.run_id,
                 )
             ids = [r.run_id for r in rows]

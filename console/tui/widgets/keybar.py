@@ -55,12 +55,15 @@ class KeyBar(Static):
         if screen is self.screen:
             self.show_keys()
 
+    def on_resize(self) -> None:
+        self.show_keys()
+
     def show_keys(self) -> None:
+        """Screen keys first, then the app's; what does not fit is left out whole."""
         key_style = self.get_component_rich_style("keybar--key")
         description_style = self.get_component_rich_style("keybar--description")
         disabled_style = self.get_component_rich_style("keybar--disabled")
-        line = Text(no_wrap=True, overflow="ellipsis", end="")
-        targets: list[tuple[int, int, str]] = []
+        items: list[tuple[str, str, bool, str]] = []
         seen: set[str] = set()
         palette = None
         for _node, binding, enabled, _tooltip in self.screen.active_bindings.values():
@@ -69,15 +72,23 @@ class KeyBar(Static):
             if not binding.show or binding.action in seen:
                 continue
             seen.add(binding.action)
-            start = line.cell_len
-            line.append(f" {self.app.get_key_display(binding)} ", key_style)
-            line.append(f"{binding.description} ", description_style if enabled else disabled_style)
-            targets.append((start, line.cell_len, binding.key))
+            items.append(
+                (self.app.get_key_display(binding), binding.description, enabled, binding.key)
+            )
         if palette is not None and self.app.ENABLE_COMMAND_PALETTE:
+            items.append(
+                (self.app.get_key_display(palette), palette.description, True, palette.key)
+            )
+        width = self.size.width or self.app.size.width
+        line = Text(no_wrap=True, end="")
+        targets: list[tuple[int, int, str]] = []
+        for key_display, description, enabled, key in items:
+            if line.cell_len + len(key_display) + len(description) + 3 > width:
+                break
             start = line.cell_len
-            line.append(f" {self.app.get_key_display(palette)} ", key_style)
-            line.append(f"{palette.description} ", description_style)
-            targets.append((start, line.cell_len, palette.key))
+            line.append(f" {key_display} ", key_style)
+            line.append(f"{description} ", description_style if enabled else disabled_style)
+            targets.append((start, line.cell_len, key))
         self._targets = targets
         self.update(line)
 
