@@ -30,6 +30,7 @@ sys.stderr.write("\\nMODULES=" + json.dumps(heavy) + "\\n")
         ["--version"],
         ["profiles", "list"],
         ["profiles", "show", "qwen3.6-27b", "--json"],
+        ["profiles", "check", "qwen3.6-27b", "--python", "/nonexistent/python", "--json"],
         ["plan", "qwen3.6-27b", "--layout", "tp1", "--variant", "ddtree-b15", "--demo", "--json"],
     ],
 )

@@ -12,8 +12,10 @@ from console.profiles.loader import ProfileCatalog
 from console.profiles.models import Algorithm, Architecture
 from console.topology.discover import discover
 from console.topology.placement import resolve
+from tests.conftest import REPO
 
-CATALOG = ProfileCatalog()
+# Shipped profiles only: a developer's own user profiles must not change these tests.
+CATALOG = ProfileCatalog(user_dir=REPO / "tests" / "no-user-profiles")
 SHIPPED = [
     (e.name, layout, variant)
     for e in CATALOG.entries()
