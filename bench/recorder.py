@@ -19,10 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,58 +27,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import update_results
+from bench.common import start_demo_load, stop_demo_load, update_results
 
 RETENTION_LIMIT = 128 * 1024
-
-
-def ddconsole(env: dict[str, str], *args: str) -> dict[str, object]:
-    out = subprocess.run(
-        [sys.executable, "-m", "console", "--demo", *args, "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    if out.returncode != 0:
-        sys.exit(f"ddconsole {' '.join(args)} failed: {out.stderr.strip()}")
-    return json.loads(out.stdout) if out.stdout.strip() else {}
-
-
-def start_load(env: dict[str, str], load_pids: list[int]) -> None:
-    """Two servers, each under a detached benchmark whose process group goes in `load_pids`."""
-    servers = []
-    for gpu, port in ((0, 30011), (4, 30012)):
-        up = ddconsole(
-            env,
-            "up",
-            "qwen3.6-27b",
-            "--layout",
-            "tp1",
-            "--variant",
-            "ddtree-b15",
-            "--gpus",
-            str(gpu),
-            "--port",
-            str(port),
-        )
-        servers.append(str(up["id"]))
-    for server in servers:
-        run = ddconsole(
-            env,
-            "bench",
-            "--server",
-            server,
-            "--concurrency",
-            "2",
-            "--requests",
-            "100000",
-            "--output-len",
-            "64",
-            "--detach",
-        )
-        load_pids.append(int(str(run.get("pid") or 0)))
 
 
 async def measure_session(seconds: float) -> dict[str, float]:
@@ -175,7 +123,7 @@ def main() -> None:
     os.environ.update(XDG_STATE_HOME=work, XDG_CONFIG_HOME=work)
     load_pids: list[int] = []
     try:
-        start_load(env, load_pids)
+        start_demo_load(env, (30011, 30012), load_pids)
         print(f"session: {args.seconds:.0f} s at 1 s polls", file=sys.stderr, flush=True)
         session = asyncio.run(measure_session(args.seconds))
         print(
@@ -184,19 +132,7 @@ def main() -> None:
         retention = asyncio.run(measure_retention(args.retention_seconds, Path(work) / "retention"))
         print("done", file=sys.stderr, flush=True)
     finally:
-        for pid in load_pids:
-            if pid:
-                try:
-                    os.killpg(pid, signal.SIGTERM)
-                except OSError:
-                    pass
-        subprocess.run(
-            [sys.executable, "-m", "console", "--demo", "down", "--all"],
-            env=env,
-            capture_output=True,
-            timeout=120,
-            check=False,
-        )
+        stop_demo_load(env, load_pids)
     held = retention["max_seen"] <= RETENTION_LIMIT
     hours_kept = 256 * 1024 * 1024 / max(session["bytes_per_min"], 1) / 60
     body = (

@@ -20,13 +20,11 @@ from __future__ import annotations
 
 import argparse
 import fcntl
-import json
 import os
 import pty
 import signal
 import statistics
 import struct
-import subprocess
 import sys
 import tempfile
 import termios
@@ -36,7 +34,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import cpu_seconds, update_results
+from bench.common import (
+    cpu_seconds,
+    ddconsole,
+    start_demo_load,
+    stop_demo_load,
+    update_results,
+)
 
 COLS, ROWS = 120, 40
 # On a GPU host the servers' work is on the GPUs; here the simulators and their load
@@ -107,19 +111,6 @@ class Terminal:
             pass
 
 
-def ddconsole(env: dict[str, str], *args: str) -> dict[str, object]:
-    out = subprocess.run(
-        [sys.executable, "-m", "console", "--demo", *args, "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=True,
-        preexec_fn=pin_to_load_cpus,
-    )
-    return json.loads(out.stdout) if out.stdout.strip() else {}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=60.0)
@@ -127,40 +118,10 @@ def main() -> None:
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="ddconsole-bench-tui-")
     env = dict(os.environ, XDG_STATE_HOME=work, XDG_CONFIG_HOME=work, TERM="xterm-256color")
-    servers = []
     load_pids: list[int] = []
     term = None
     try:
-        for gpu, port in ((0, 30001), (4, 30002)):
-            up = ddconsole(
-                env,
-                "up",
-                "qwen3.6-27b",
-                "--layout",
-                "tp1",
-                "--variant",
-                "ddtree-b15",
-                "--gpus",
-                str(gpu),
-                "--port",
-                str(port),
-            )
-            servers.append(str(up["id"]))
-        for server in servers:
-            run = ddconsole(
-                env,
-                "bench",
-                "--server",
-                server,
-                "--concurrency",
-                "2",
-                "--requests",
-                "100000",
-                "--output-len",
-                "64",
-                "--detach",
-            )
-            load_pids.append(int(str(run.get("pid") or 0)))
+        start_demo_load(env, (30001, 30002), load_pids, preexec=pin_to_load_cpus)
         term = Terminal([sys.executable, "-m", "console", "--demo"], env)
         first = term.wait_for(b"NUMA 1", term.started, 20)
         first_frame = None if first is None else first - term.started
@@ -176,16 +137,9 @@ def main() -> None:
         hang_env = dict(env, DDCONSOLE_SIM_FAULT="hang:1")
         ddconsole(
             hang_env,
-            "up",
-            "qwen3.6-27b",
-            "--layout",
-            "tp1",
-            "--variant",
-            "off",
-            "--gpus",
-            "2",
-            "--port",
-            "30003",
+            *("up", "qwen3.6-27b", "--layout", "tp1", "--variant", "off"),
+            *("--gpus", "2", "--port", "30003"),
+            preexec=pin_to_load_cpus,
         )
         time.sleep(4)  # the hang started; its probes and metrics now time out
         latencies = []
@@ -198,19 +152,7 @@ def main() -> None:
     finally:
         if term is not None:
             term.close()
-        for pid in load_pids:
-            if pid:
-                try:
-                    os.killpg(pid, signal.SIGTERM)
-                except OSError:
-                    pass
-        subprocess.run(
-            [sys.executable, "-m", "console", "--demo", "down", "--all"],
-            env=env,
-            capture_output=True,
-            timeout=120,
-            check=False,
-        )
+        stop_demo_load(env, load_pids)
 
     p50 = statistics.median(latencies) * 1000
     worst = max(latencies) * 1000

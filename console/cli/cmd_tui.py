@@ -15,17 +15,9 @@ def run_tui(args: argparse.Namespace) -> int:
         )
     from console.cli.services import Services
     from console.tui.app import ConsoleApp
-    from console.tui.live import LiveBackend
 
     services = Services.create(demo=bool(args.demo))
-    backend = LiveBackend(
-        demo=services.demo,
-        manager=services.manager(),
-        gpu_backend=services.gpu_backend,
-        host_backend=services.host_backend,
-        topology=services.topology(),
-        catalog=services.catalog,
-        runs_root=services.state.runs,
+    backend = services.live_backend(
         recordings=None if args.no_record else services.state.ensure().recordings,
         record_max_bytes=max(1, args.record_max_mb) * 1024 * 1024,
     )

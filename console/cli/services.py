@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from console.core.paths import StatePaths
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from console.server.monitor import Monitor
     from console.telemetry.host_source import HostBackend
     from console.telemetry.store import TimeSeriesStore
+    from console.tui.live import LiveBackend
 
 
 @dataclass
@@ -75,6 +77,25 @@ class Services:
             interval_s=interval_s,
             urls=urls,
             store=store,
+        )
+
+    def live_backend(
+        self, *, recordings: Path | None, record_max_bytes: int | None = None
+    ) -> LiveBackend:
+        """What the console (TUI) runs on: this host, its servers, a flight recorder
+        writing to `recordings` (None: not recording)."""
+        from console.tui.live import LiveBackend
+
+        return LiveBackend(
+            demo=self.demo,
+            manager=self.manager(),
+            gpu_backend=self.gpu_backend,
+            host_backend=self.host_backend,
+            topology=self.topology(),
+            catalog=self.catalog,
+            runs_root=self.state.runs,
+            recordings=recordings,
+            record_max_bytes=record_max_bytes,
         )
 
     def manager(self) -> ServerManager:

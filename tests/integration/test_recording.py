@@ -27,7 +27,6 @@ from console.telemetry.samples import CostSample, GpuSample, SourceState, Source
 from console.telemetry.source import PollResult
 from console.tui.app import ConsoleApp
 from console.tui.headless import StaticBackend
-from console.tui.live import LiveBackend
 from console.tui.replay import ReplayBackend
 from console.tui.widgets.chart import TimeChart
 from console.tui.widgets.pane import Pane
@@ -235,16 +234,7 @@ async def test_a_demo_recording_replays_to_the_same_frame_as_live(monkeypatch, t
     assert up.returncode == 0, up.stderr
     try:
         services = Services.create(demo=True)
-        live = LiveBackend(
-            demo=True,
-            manager=services.manager(),
-            gpu_backend=services.gpu_backend,
-            host_backend=services.host_backend,
-            topology=services.topology(),
-            catalog=services.catalog,
-            runs_root=services.state.runs,
-            recordings=tmp_path,
-        )
+        live = services.live_backend(recordings=tmp_path)
         await live.start()
         await asyncio.sleep(4)
         assert live.monitor is not None

@@ -13,7 +13,6 @@ import pytest
 
 from console.cli.services import Services
 from console.tui.app import ConsoleApp
-from console.tui.live import LiveBackend
 from tests.conftest import REPO, run_cli_subprocess
 from tests.tui.conftest import settle, until
 
@@ -115,16 +114,7 @@ async def test_the_key_is_in_no_output(keyed_profile: str, tmp_path: Path):
         assert "api_key='***'" in logs.stdout
 
         services = Services.create(demo=True)
-        backend = LiveBackend(
-            demo=True,
-            manager=services.manager(),
-            gpu_backend=services.gpu_backend,
-            host_backend=services.host_backend,
-            topology=services.topology(),
-            catalog=services.catalog,
-            runs_root=services.state.runs,
-            recordings=tmp_path / "tui",
-        )
+        backend = services.live_backend(recordings=tmp_path / "tui")
         app = ConsoleApp(backend, mode="logs")
         async with app.run_test(size=(160, 50)) as pilot:
             await settle(pilot)

@@ -38,16 +38,7 @@ def fast_sim(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 def live_backend() -> LiveBackend:
     services = Services.create(demo=True)
-    return LiveBackend(
-        demo=True,
-        manager=services.manager(),
-        gpu_backend=services.gpu_backend,
-        host_backend=services.host_backend,
-        topology=services.topology(),
-        catalog=services.catalog,
-        runs_root=services.state.runs,
-        recordings=services.state.recordings,
-    )
+    return services.live_backend(recordings=services.state.recordings)
 
 
 def states(backend: LiveBackend) -> dict[str, str]:
