@@ -80,8 +80,32 @@ def _progress(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+# Rows of ended runs by folder, kept while their run.json is unchanged: the flight recorder
+# asks for the running runs every few seconds, and a results folder can hold hundreds.
+_ENDED_ROWS: dict[Path, tuple[tuple[int, int], RunRow]] = {}
+ENDED_STATUSES = ("done", "failed", "interrupted")
+
+
 def list_runs(root: Path) -> list[RunRow]:
     """Every run under root, oldest first (run ids start with their creation time)."""
     if not root.is_dir():
         return []
-    return [run_row(p) for p in sorted(root.iterdir()) if (p / "run.json").exists()]
+    rows = []
+    for path in sorted(root.iterdir()):
+        try:
+            stat = (path / "run.json").stat()
+        except OSError:
+            continue
+        key = (stat.st_mtime_ns, stat.st_size)
+        cached = _ENDED_ROWS.get(path)
+        if cached is not None and cached[0] == key:
+            rows.append(cached[1])
+            continue
+        row = run_row(path)
+        if row.status in ENDED_STATUSES and row.error is None:
+            _ENDED_ROWS[path] = (key, row)
+        rows.append(row)
+    seen = {row.path for row in rows}
+    for gone in [p for p in _ENDED_ROWS if p.parent == root and p not in seen]:
+        del _ENDED_ROWS[gone]
+    return rows

@@ -1,0 +1,31 @@
+"""The runs listing reuses ended runs' rows, and never a stale one."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from console.bench.listing import list_runs
+from console.bench.rundir import RunDir
+
+
+def test_an_ended_run_is_reread_only_when_its_metadata_changes(tmp_path: Path):
+    run = RunDir.create(tmp_path, "sweep", {"kind": "campaign", "status": "done", "cells": []})
+    first = list_runs(tmp_path)
+    assert [r.status for r in first] == ["done"]
+    again = list_runs(tmp_path)
+    assert again[0] is first[0]  # unchanged run.json: the row is reused, not re-read
+
+    run.update_meta(status="failed")
+    stat = (run.path / "run.json").stat()
+    # Same size and an mtime that may not have ticked: force a visible change.
+    os.utime(run.path / "run.json", ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    assert [r.status for r in list_runs(tmp_path)] == ["failed"]
+
+
+def test_running_and_created_runs_are_always_reread(tmp_path: Path):
+    RunDir.create(tmp_path, "bench", {"kind": "bench", "status": "created", "cells": []})
+    first = list_runs(tmp_path)
+    second = list_runs(tmp_path)
+    assert first[0].status == "created"
+    assert second[0] is not first[0]
