@@ -120,10 +120,11 @@ class LiveBackend:
         return [r.to_json() for r in list_runs(self.runs_root) if r.status == "running"]
 
     async def stop(self) -> None:
-        if self.recorder is not None:
-            self.recorder.close()
+        # The monitor first: every poll that reached the store also reaches the recording.
         if self.monitor is not None:
             await self.monitor.stop()
+        if self.recorder is not None:
+            self.recorder.close()
 
     def servers(self) -> list[ServerView]:
         """Views of the watcher's current list, rebuilt only when the store moved."""
