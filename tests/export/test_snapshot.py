@@ -70,11 +70,17 @@ def test_nothing_to_snapshot_exits_non_zero_with_a_reason(tmp_path: Path):
     from console.hw.backend import GpuUnavailable
     from console.hw.nvml import NvmlBackend
 
+    backend = NvmlBackend()
     try:
-        NvmlBackend().open()
-        pytest.skip("this host has GPUs: there is always something to snapshot")
+        backend.open()
     except GpuUnavailable:
-        pass
+        pass  # no GPUs: the case this test is about
+    else:
+        backend.close()
+        pytest.skip(
+            "NVML finds GPUs on this host, so a real snapshot always has something to report; "
+            "the empty case is only reachable without GPUs"
+        )
     result = snapshot("--out", str(tmp_path / "none"))
     assert result.returncode == 1
     assert "nothing to snapshot: no GPUs" in result.stderr
