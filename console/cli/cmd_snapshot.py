@@ -379,7 +379,7 @@ def _replay(args: argparse.Namespace) -> int:
         playing=not args.paused,
         speed=args.speed,
     )
-    app = ConsoleApp(backend, freeze_gc=True)
+    app = ConsoleApp(backend, warm_up=True)
     app.run()
     if recording.damage:
         print(f"ddconsole: {backend.message}", file=sys.stderr)

@@ -21,6 +21,6 @@ def run_tui(args: argparse.Namespace) -> int:
         recordings=None if args.no_record else services.state.ensure().recordings,
         record_max_bytes=max(1, args.record_max_mb) * 1024 * 1024,
     )
-    app = ConsoleApp(backend, freeze_gc=True)
+    app = ConsoleApp(backend, warm_up=True)
     app.run()
     return app.return_code or 0

@@ -23,7 +23,9 @@ from console.telemetry.source import PollResult
 from console.topology.model import Topology
 
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
-RUNS_EVERY_S = 2.0
+RUNS_EVERY_S = 5.0
+"""How often running runs are listed into the recording (a replay's runs list moves in
+these steps; a results folder of hundreds of runs is read each time)."""
 
 
 def server_json(status: ServerStatus) -> dict[str, Any]:

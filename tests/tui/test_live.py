@@ -135,10 +135,12 @@ async def test_operator_loop_launch_bench_runs_switch_stop():
         kimi = next(i for i in states(backend) if i.startswith("kimi"))
         assert next(s for s in backend.servers() if s.id == kimi).gpus == tuple(range(8))
 
-        # Stop it (confirmed).
+        # Stop it (confirmed), once the list on screen shows it (it refreshes every tick).
         table = app.screen.query_one("#list", DataTable)
-        table.move_cursor(row=[s.id for s in backend.servers()].index(kimi))
+        await until(pilot, lambda: kimi in table.rows, 10, "kimi in the list")
+        table.move_cursor(row=table.get_row_index(kimi))
         await settle(pilot)
+        assert app.screen.selected().id == kimi  # type: ignore[attr-defined]
         await pilot.press("x")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="confirmation")
         assert app.screen.title_text == f"Stop {kimi}?"  # type: ignore[attr-defined]

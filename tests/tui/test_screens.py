@@ -93,6 +93,25 @@ async def test_each_screen_is_one_key_away_with_the_demo_badge(scene_backend, ke
         assert "DEMO" in bar
 
 
+async def test_warm_up_builds_every_screen_without_leaving_the_one_shown(scene_backend):
+    """A long session builds every mode's screen in the background; the dashboard stays
+    shown, and a screen shows its own data on the first key."""
+    app = ConsoleApp(scene_backend, warm_up=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        for _ in range(50):
+            await pilot.pause(0.1)
+            if app.built_modes == set(ConsoleApp.MODES) - {"dashboard"}:
+                break
+        await app.workers.wait_for_complete()
+        assert app.built_modes == set(ConsoleApp.MODES) - {"dashboard"}
+        assert app.current_mode == "dashboard"
+        assert app.screen.TITLE == "Dashboard"
+        await pilot.press("t")
+        await settle(pilot)
+        assert app.screen.TITLE == "Topology"
+        assert "intended" in pane_text(app, "#topology")
+
+
 async def test_servers_screen_lists_plans_and_refuses_actions_on_a_replay(scene_backend):
     app = ConsoleApp(scene_backend, mode="servers")
     async with app.run_test(size=(160, 50)) as pilot:

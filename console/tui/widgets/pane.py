@@ -1,8 +1,9 @@
 """A widget that shows pre-rendered lines and re-lays out only when its height changes.
 
 Content is rendered to strips once per data update, at the pane's width; Textual's
-compositor then only copies them. A repaint is skipped entirely when nothing visible
-changed. (Rendering Rich content on every paint costs ~10x more; see bench/tui.py.)
+compositor then only copies them. Only the lines that changed are repainted, and nothing
+when nothing visible changed. (Rendering Rich content on every paint costs ~10x more; see
+bench/tui.py.)
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from rich.console import RenderableType
 from rich.segment import Segment
 from rich.text import Text
+from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -43,7 +45,7 @@ class Pane(Widget):
         text.overflow = "crop"
         if text == self._text and width == self._width and self._strips:
             return
-        height_before = len(self._strips)
+        before, width_before = self._strips, self._width
         self._text = text
         self._width = width
         console = self.app.console
@@ -53,9 +55,19 @@ class Pane(Widget):
             Strip(Segment.apply_style(line, base), width)
             for line in console.render_lines(text, options, style=None, pad=True, new_lines=False)
         ]
-        if len(self._strips) != height_before:
+        if len(self._strips) != len(before):
             self.styles.height = max(1, len(self._strips))
-        self.refresh()
+            self.refresh()
+        elif width != width_before:
+            self.refresh()
+        else:
+            changed = [
+                Region(0, y, width, 1)
+                for y, (old, new) in enumerate(zip(before, self._strips, strict=True))
+                if old != new
+            ]
+            if changed:
+                self.refresh(*changed)
 
     def _render_text(self, renderable: RenderableType, width: int) -> list[Text]:
         console = self.app.console
