@@ -24,10 +24,12 @@ from console.tui.screens.base import ConsoleScreen
 from console.tui.screens.launch import LaunchChoice, LaunchScreen
 from console.tui.screens.modals import ConfirmScreen
 from console.tui.views import ServerView
-from console.tui.widgets.server_strip import state_text
+from console.tui.widgets.server_strip import state_text, state_word
 
 COLUMNS = ("ID", "PROFILE", "LAYOUT", "VARIANT", "STATE", "PORT", "GPUS", "NUMA", "UP", "REASON")
-NARROW_COLUMNS = ("ID", "PROFILE", "LAYOUT", "VARIANT", "STATE", "PORT", "UP")
+# Under 110 columns: the profile is in the ID already, the state is its word alone (the
+# phase is in the detail below) and last, so nothing after it is pushed off the edge.
+NARROW_COLUMNS = ("ID", "LAYOUT", "VARIANT", "PORT", "UP", "STATE")
 
 
 def server_detail(server: ServerView) -> Table:
@@ -103,7 +105,8 @@ class ServersScreen(ConsoleScreen):
         if not self.is_mounted:
             return
         table = self.query_one("#list", DataTable)
-        columns = COLUMNS if self.size.width >= 110 else NARROW_COLUMNS
+        wide = self.size.width >= 110
+        columns = COLUMNS if wide else NARROW_COLUMNS
         if columns != self._columns:
             table.clear(columns=True)
             table.add_columns(*columns)
@@ -117,7 +120,7 @@ class ServersScreen(ConsoleScreen):
                 "PROFILE": server.profile,
                 "LAYOUT": server.layout,
                 "VARIANT": server.variant,
-                "STATE": state_text(server),
+                "STATE": state_text(server) if wide else state_word(server),
                 "PORT": str(server.port or "-"),
                 "GPUS": format_index_set(list(server.gpus)),
                 "NUMA": format_index_set(list(server.numa_nodes)),

@@ -31,6 +31,10 @@ COLUMNS = (
 )
 
 
+def state_word(server: ServerView) -> Text:
+    return Text(server.state, style=STATE_STYLES.get(server.state, ""))
+
+
 def state_text(server: ServerView) -> Text:
     label = server.state
     if server.state in ("starting", "loading", "warming") and server.phase:
