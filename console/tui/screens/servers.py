@@ -63,9 +63,12 @@ class ServersScreen(ConsoleScreen):
     DEFAULT_CSS = """
     ServersScreen #list { height: auto; max-height: 50%; min-height: 3; }
     ServersScreen #lower { height: 1fr; }
-    ServersScreen #detail { width: 3fr; padding: 0 1; border-top: solid $primary-darken-2; }
+    ServersScreen #detail {
+        width: 3fr; padding: 0 1; border-top: solid $primary-darken-2; overflow-y: auto;
+    }
     ServersScreen #activity { width: 2fr; border-top: solid $primary-darken-2; }
     ServersScreen #lower.narrow { layout: vertical; }
+    ServersScreen #lower.narrow > * { width: 100%; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("n", "launch", "New"),
