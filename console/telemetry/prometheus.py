@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
 Labels = tuple[tuple[str, str], ...]
+_BLANK = re.compile(r"[ \t]")
 
 
 class MetricsParseError(ValueError):
@@ -113,6 +115,92 @@ def parse(text: str, names: Collection[str] | None = None) -> MetricsSnapshot:
                 (dict(sample.labels), float(sample.value))
             )
     return snapshot
+
+
+class SeriesCache:
+    """`parse` for one endpoint scraped again and again, with each series parsed once.
+
+    A server exposes the same series (a metric name and one label set) on every scrape; only
+    the values move. prometheus_client's parser reads each series' text the first time it is
+    seen (most of its ~50 us a line goes to the labels); after that a line whose series text
+    is known costs a dict lookup and a float(). Comment lines are skipped: the snapshot keys
+    samples by the name on the line, which is what the parser reports for them too.
+    """
+
+    def __init__(self, max_series: int = 20_000) -> None:
+        self.max_series = max_series
+        self._series: dict[str, tuple[str, dict[str, str] | None]] = {}
+        """Series text -> (sample name, labels); labels stay None until a caller wants them."""
+
+    def parse(self, text: str, names: Collection[str]) -> MetricsSnapshot:
+        snapshot = MetricsSnapshot()
+        samples = snapshot.samples
+        wanted_lines = 0
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line or line[0] == "#" or line.isspace():
+                continue
+            cut = line.rfind("}") + 1 or _name_end(line)
+            series = line[:cut]
+            known = self._series.get(series)
+            if known is None:
+                known = self._series[series] = (_metric_name(series), None)
+            name, labels = known
+            if name not in names:
+                continue
+            if labels is None:
+                labels = self._learn(line, number, series)
+            wanted_lines += 1
+            value = _value(line[cut:])
+            if value is None:
+                value = _parse_line(line, number)[2]
+            samples.setdefault(name, []).append((dict(labels), value))
+        if not wanted_lines and text.strip():
+            bad = _first_bad_line("\n".join(text.splitlines()[:50]))
+            if bad is not None:
+                raise MetricsParseError(bad)
+        return snapshot
+
+    def _learn(self, line: str, number: int, series: str) -> dict[str, str]:
+        name, labels, _ = _parse_line(line, number)
+        if len(self._series) >= self.max_series:
+            self._series.clear()
+        self._series[series] = (name, labels)
+        return labels
+
+
+def _name_end(line: str) -> int:
+    """Where the metric name of a line without labels ends (its first blank)."""
+    blank = _BLANK.search(line)
+    return blank.start() if blank else len(line)
+
+
+def _metric_name(series: str) -> str:
+    return series.split("{", 1)[0].strip()
+
+
+def _value(rest: str) -> float | None:
+    """The value after a known series; None when the rest needs the full parser (a
+    timestamp, an exemplar, anything unusual)."""
+    parts = rest.split()
+    if len(parts) != 1 or "_" in parts[0]:
+        return None
+    try:
+        return float(parts[0])
+    except ValueError:
+        return None
+
+
+def _parse_line(line: str, number: int) -> tuple[str, dict[str, str], float]:
+    try:
+        families = list(text_string_to_metric_families(line + "\n"))
+    except (ValueError, IndexError, KeyError, TypeError):
+        families = []
+    samples = [sample for family in families for sample in family.samples]
+    if len(samples) != 1:
+        shown = line if len(line) <= 120 else line[:117] + "..."
+        raise MetricsParseError(f"line {number} is not Prometheus text: {shown!r}")
+    sample = samples[0]
+    return sample.name, dict(sample.labels), float(sample.value)
 
 
 def _first_bad_line(text: str) -> str | None:

@@ -4,8 +4,8 @@ Live decode tok/s is the rate of `sglang:realtime_tokens_total{mode="decode"}` (
 step); finished-request tok/s the rate of `generation_tokens_total`. Latency percentiles come
 from histogram bucket deltas over a sliding window, buckets merged across DP ranks. A server
 that reports a simulator speed in /server_info has its rates put back on its own clock.
-Only the metrics used are parsed, and latency buckets only every few ticks: parsing is most
-of what watching a server costs.
+Only the metrics used are parsed, each series' labels once (`SeriesCache`), and latency
+buckets only every few ticks: parsing is most of what watching a server costs.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from console.telemetry.prometheus import (
     Histogram,
     MetricsParseError,
     MetricsSnapshot,
+    SeriesCache,
     finite,
     metric_names,
     non_finite_names,
-    parse,
 )
 from console.telemetry.samples import ServerSample, SourceState, SourceStatus
 from console.telemetry.source import PollResult
@@ -114,6 +114,7 @@ class SglangSource:
         )
         self._percentiles: dict[str, float | None] = {}
         self._last_ok: float | None = None
+        self._series = SeriesCache()
 
     @property
     def speculative(self) -> bool | None:
@@ -171,7 +172,9 @@ class SglangSource:
             )
         with_histograms = tick % HISTOGRAM_EVERY == 0
         try:
-            snapshot = parse(response.text, ALL_NAMES if with_histograms else CORE_NAMES)
+            snapshot = self._series.parse(
+                response.text, ALL_NAMES if with_histograms else CORE_NAMES
+            )
         except MetricsParseError as exc:
             return PollResult(
                 statuses=[self._status(SourceState.UNAVAILABLE, f"bad /metrics: {exc}")]

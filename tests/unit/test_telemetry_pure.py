@@ -8,7 +8,7 @@ import math
 import pytest
 
 from console.telemetry.derive import counter_rate, histogram_delta, quantile
-from console.telemetry.prometheus import Histogram, MetricsParseError, parse
+from console.telemetry.prometheus import Histogram, MetricsParseError, SeriesCache, parse
 from console.telemetry.samples import (
     Binding,
     CostSample,
@@ -52,6 +52,34 @@ def test_parse_sums_by_label_and_merges_histograms_across_ranks():
 def test_garbage_names_the_first_bad_line():
     with pytest.raises(MetricsParseError, match=r"line 2 is not Prometheus text: '<html>"):
         parse("ok_metric 1\n<html>oops</html>\n")
+
+
+def test_series_cache_reads_new_values_of_known_series_like_the_full_parser():
+    names = {"sglang:realtime_tokens_total", "sglang:ttft_seconds_bucket"}
+    cache = SeriesCache()
+    assert cache.parse(TEXT, names).samples == parse(TEXT, names).samples
+    moved = TEXT.replace("} 100.0", "} 130.5").replace('le="+Inf"} 4.0', 'le="+Inf"} 7')
+    again = cache.parse(moved, names)
+    assert again.samples == parse(moved, names).samples
+    assert again.total("sglang:realtime_tokens_total", mode="decode") == 180.5
+    everything = {*names, "sglang:ttft_seconds_sum", "sglang:ttft_seconds_count"}
+    assert cache.parse(moved, everything).samples == parse(moved, everything).samples
+    with_timestamp = moved.replace("} 9.0", "} 11.0 1700000000000")
+    assert cache.parse(with_timestamp, names).values(
+        "sglang:realtime_tokens_total", mode="prefill_compute"
+    ) == [11.0]
+
+
+def test_series_cache_names_a_bad_line_whether_or_not_its_series_is_known():
+    cache = SeriesCache()
+    names = {"ok_metric", "other"}
+    cache.parse('ok_metric{a="1"} 1\n', names)
+    with pytest.raises(MetricsParseError, match=r"line 2 is not Prometheus text: .*1_000"):
+        cache.parse('other 2\nok_metric{a="1"} 1_000\n', names)
+    with pytest.raises(MetricsParseError, match=r"line 1 is not Prometheus text: 'other{a=1} 3'"):
+        cache.parse("other{a=1} 3\n", names)
+    with pytest.raises(MetricsParseError, match=r"line 2 is not Prometheus text: '<html>"):
+        cache.parse("ok 1\n<html>oops</html>\n", names)
 
 
 def test_counter_rate_never_negative_on_reset():
