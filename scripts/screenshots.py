@@ -31,6 +31,7 @@ SIZES = ((160, 50), (80, 24))
 
 async def render(out: Path) -> list[Path]:
     from console.tui.app import ConsoleApp
+    from tests.tui.conftest import settle
     from tests.tui.scene import backend
 
     written = []
@@ -38,9 +39,11 @@ async def render(out: Path) -> list[Path]:
         for name, _key in SCREENS:
             app = ConsoleApp(backend(), mode=name)
             async with app.run_test(size=(width, height)) as pilot:
-                await pilot.pause(0.3)
-                app.refresh_now()
-                await pilot.pause(0.6)
+                await settle(pilot)
+                # The same waits as the snapshot tests (textual's take_svg_screenshot).
+                await pilot.pause()
+                await pilot.wait_for_scheduled_animations()
+                await pilot.pause()
                 svg = out / f"{name}-{width}x{height}.svg"
                 svg.write_text(app.export_screenshot(title=f"ddconsole {name}"))
                 written.append(svg)

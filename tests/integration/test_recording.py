@@ -204,7 +204,7 @@ def frame(app: ConsoleApp) -> dict[str, str]:
     out = {f"#{p.id}": p.text.plain for p in screen.query(Pane)}
     out["#strip"] = re.sub(r"\b\d+(\.\d)?s\b|\b\d+m\d+s\b", "<up>", out["#strip"])
     for chart in screen.query(TimeChart):
-        out[f"#{chart.id}"] = str(chart.render())
+        out[f"#{chart.id}"] = chart.plain
     return out
 
 

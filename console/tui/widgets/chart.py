@@ -1,18 +1,19 @@
 """A time chart on the shared axis: seconds before `now`, one line per series (plotext).
 
 Series are thinned to one point per column before plotting (plotext joins them with lines;
-its cost grows with the points it draws). The built plot is kept until the next `draw` or
-resize, so showing a screen again costs nothing.
+its cost grows with the points it draws). The built plot is kept as strips until the next
+`draw` or resize, so showing a screen again costs nothing.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from textual.app import RenderResult
+from textual.strip import Strip
 from textual_plotext import PlotextPlot
 
 from console.telemetry.store import TimeSeriesStore
+from console.tui.widgets.ansi import AnsiStrips
 
 COLORS = ("cyan", "magenta", "green", "orange", "blue", "red")
 
@@ -65,13 +66,34 @@ class TimeChart(PlotextPlot):
         self.latest: dict[str, float] = {}
         """The newest value of each line (what the chart ends at), for tests and the title."""
         self.draws = 0
-        self._built: tuple[tuple[int, int, int, str], RenderResult] | None = None
+        self._built: tuple[tuple[int, int, int, str], list[Strip]] | None = None
+        self._ansi = AnsiStrips()
 
-    def render(self) -> RenderResult:
+    @property
+    def plain(self) -> str:
+        """The chart as shown, without colour (for tests)."""
+        return "\n".join(strip.text for strip in self._strips())
+
+    def render_line(self, y: int) -> Strip:
+        strips = self._strips()
+        if 0 <= y < len(strips):
+            return strips[y]
+        return Strip.blank(self.size.width, self.rich_style)
+
+    def _strips(self) -> list[Strip]:
         key = (self.draws, self.size.width, self.size.height, str(self.app.theme))
         if self._built is None or self._built[0] != key:
-            self._built = (key, super().render())
+            strips = self._ansi.strips(self._canvas(), self.size.width, self.rich_style)
+            self._built = (key, strips)
         return self._built[1]
+
+    def _canvas(self) -> str:
+        """The plot as plotext's ANSI text, sized and themed as `PlotextPlot.render` does."""
+        plot = self.plt
+        plot.plotsize(self.size.width, self.size.height)
+        plot._set_size(self.size.width, self.size.height)
+        plot.theme(self._get_plotext_theme_name(self.app.theme))
+        return str(plot.build())
 
     def draw(
         self,
