@@ -49,6 +49,28 @@ def render_row(cells: list[Text | str], columns: list[Column], widths: list[int]
     return line
 
 
+class RowCache:
+    """`render_row` that keeps the rows it built: a row whose cells read as before is not
+    rebuilt (on a steady host most GPU rows do not change from one second to the next)."""
+
+    def __init__(self, limit: int = 256) -> None:
+        self.limit = limit
+        self._rows: dict[tuple[object, ...], Text] = {}
+
+    def row(self, cells: list[Text | str], columns: list[Column], widths: list[int]) -> Text:
+        key = (
+            tuple(widths),
+            tuple(c.justify for c in columns),
+            *(c if isinstance(c, str) else (c.plain, c.style, tuple(c.spans)) for c in cells),
+        )
+        row = self._rows.get(key)
+        if row is None:
+            if len(self._rows) >= self.limit:
+                self._rows.clear()
+            row = self._rows[key] = render_row(cells, columns, widths)
+        return row
+
+
 def header_row(columns: list[Column], widths: list[int]) -> Text:
     line = render_row([c.header for c in columns], columns, widths)
     line.stylize("bold")

@@ -15,7 +15,7 @@ from console.telemetry.samples import GpuSample, HostSample, SourceState, Source
 from console.telemetry.store import TimeSeriesStore
 from console.topology.model import Topology
 from console.tui.views import ServerView
-from console.tui.widgets.columns import Column, header_row, layout, render_row
+from console.tui.widgets.columns import Column, RowCache, header_row, layout
 from console.tui.widgets.pane import Pane
 
 COLUMNS = (
@@ -58,6 +58,12 @@ def _link(sample: GpuSample) -> Text:
 
 
 class GpuTable(Pane):
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self._rows = RowCache()
+        self._header: tuple[object, Text] | None = None
+        self._cpu_sets: dict[tuple[int, ...], str] = {}
+
     def show(self, store: TimeSeriesStore, topology: Topology, servers: list[ServerView]) -> None:
         width = self.size.width or 80
         columns = [c for c in COLUMNS if width >= c.min_terminal]
@@ -70,22 +76,30 @@ class GpuTable(Pane):
         for gpu in topology.gpus:
             by_node.setdefault(gpu.numa_node, []).append(gpu.index)
         nodes = {n.id: n for n in topology.numa_nodes}
-        lines = [header_row(columns, widths)]
+        header_key = (tuple(widths), tuple(c.header for c in columns))
+        if self._header is None or self._header[0] != header_key:
+            self._header = (header_key, header_row(columns, widths))
+        lines = [self._header[1]]
         for node, indices in sorted(
             by_node.items(), key=lambda item: (item[0] is None, item[0] or 0)
         ):
             label = "no NUMA node" if node is None else f"NUMA {node}"
             if node in nodes:
-                label += f"  cpus {format_index_set(list(nodes[node].cpus))}"
+                label += f"  cpus {self._cpu_set(nodes[node].cpus)}"
             cpu = node_cpu.get(node) if node is not None else None
             label += f"  CPU {cpu:.0f}%" if cpu is not None else "  CPU -"
             lines.append(Text(label, style="bold cyan"))
             for index in indices:
                 cells = self._cells(store, statuses, index, owners, columns)
-                lines.append(render_row(cells, columns, widths))
+                lines.append(self._rows.row(cells, columns, widths))
         if not topology.gpus:
             lines.append(Text(topology.gpu_status or "no GPUs", style="yellow"))
-        self.put(Text("\n").join(lines))
+        self.put_lines(lines)
+
+    def _cpu_set(self, cpus: tuple[int, ...]) -> str:
+        if cpus not in self._cpu_sets:
+            self._cpu_sets[cpus] = format_index_set(list(cpus))
+        return self._cpu_sets[cpus]
 
     def _cells(
         self,

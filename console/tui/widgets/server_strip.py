@@ -87,4 +87,4 @@ class ServerStrip(Pane):
                 ),
             }
             lines.append(render_row([values[c.header] for c in columns], columns, widths))
-        self.put(Text("\n").join(lines))
+        self.put_lines(lines)
