@@ -143,7 +143,7 @@ class SeriesCache:
             series = line[:cut]
             known = self._series.get(series)
             if known is None:
-                known = self._series[series] = (_metric_name(series), None)
+                known = self._remember(series, _metric_name(series), None)
             name, labels = known
             if name not in names:
                 continue
@@ -162,10 +162,18 @@ class SeriesCache:
 
     def _learn(self, line: str, number: int, series: str) -> dict[str, str]:
         name, labels, _ = _parse_line(line, number)
-        if len(self._series) >= self.max_series:
-            self._series.clear()
-        self._series[series] = (name, labels)
+        self._remember(series, name, labels)
         return labels
+
+    def _remember(
+        self, series: str, name: str, labels: dict[str, str] | None
+    ) -> tuple[str, dict[str, str] | None]:
+        """Keep what a series reads as; a text whose series keep changing (values inside
+        the label set) empties the cache now and then instead of growing it."""
+        if len(self._series) >= self.max_series and series not in self._series:
+            self._series.clear()
+        entry = self._series[series] = (name, labels)
+        return entry
 
 
 def _name_end(line: str) -> int:

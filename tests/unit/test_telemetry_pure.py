@@ -140,3 +140,11 @@ def test_samples_are_frozen(cls):
     instance = cls(**{f.name: None for f in params})
     with pytest.raises(dataclasses.FrozenInstanceError):
         setattr(instance, params[0].name, 1)
+
+
+def test_series_cache_stays_bounded_when_series_keep_changing():
+    cache = SeriesCache(max_series=4)
+    for scrape in range(10):
+        text = "".join(f'm{{req="{scrape}-{i}"}} {i}\n' for i in range(3))
+        assert cache.parse(text, {"m"}).total("m") == 3.0
+        assert len(cache._series) <= 4
