@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pytest
 from rich.console import Console
 from textual.widgets import DataTable, Static
 
+from console.bench.listing import RunRow
 from console.tui.app import ConsoleApp
+from console.tui.screens.bench import BenchScreen
 from console.tui.screens.launch import LaunchScreen
 from console.tui.screens.modals import HelpScreen
 from console.tui.widgets.chart import TimeChart
@@ -234,3 +237,43 @@ async def test_command_palette_offers_every_screen(scene_backend):
             "Topology (t)",
         ):
             assert title in titles
+
+
+async def test_bench_runs_list_fits_its_half_at_80_columns(scene_backend):
+    app = ConsoleApp(scene_backend, mode="bench")
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one("#recent", DataTable)
+        assert [str(c.label) for c in table.columns.values()] == ["RUN", "STATUS", "CELLS", "NOW"]
+        ids = [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
+        assert ids
+        assert all(i[:8].isdigit() for i in ids)
+        await pilot.resize_terminal(80, 24)
+        await settle(pilot)
+        assert [str(c.label) for c in table.columns.values()] == ["NAME", "STATUS", "CELLS"]
+        rows = [[str(cell) for cell in table.get_row_at(i)] for i in range(table.row_count)]
+        assert len(rows) == len(ids)
+        assert all(row[1] in ("done", "running", "failed", "partial") for row in rows)
+        # Every column on screen: nothing pushed past the edge of the half it has.
+        assert table.virtual_size.width <= table.size.width
+        # A name too long for the room left is cut with an ellipsis, and still fits.
+        long_name = "bench-qwen3.6-27b-tp1-ddtree-b64-with-a-very-long-suffix"
+        screen = app.screen
+        assert isinstance(screen, BenchScreen)
+        extra = RunRow(
+            f"20261130-000000-{long_name}",
+            Path("/nonexistent"),
+            long_name,
+            "bench",
+            "done",
+            1,
+            1,
+            None,
+            None,
+        )
+        screen._show_runs([*screen.runs, extra])
+        await settle(pilot)
+        shown = str(table.get_row_at(table.row_count - 1)[0])
+        assert shown.endswith("…")
+        assert long_name.startswith(shown[:-1])
+        assert table.virtual_size.width <= table.size.width

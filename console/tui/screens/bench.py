@@ -25,10 +25,16 @@ from console.tui.backend import ActionRefused, BenchRequest
 from console.tui.screens.base import ConsoleScreen
 from console.tui.screens.cells import CellsChoice, CellsScreen, parse_positive_ints
 from console.tui.screens.modals import ConfirmScreen
+from console.tui.widgets.filled_table import fill_table
 from console.tui.widgets.run_tables import rows_table
 
 RECENT_RUNS = 8
 LIST_EVERY_S = 1.0
+COLUMNS = ("RUN", "STATUS", "CELLS", "NOW")
+# Under 110 columns the runs list has half the width: the run's name (the full id heads the
+# levels below), cut with an ellipsis to the room left, then its status and cells.
+NARROW_COLUMNS = ("NAME", "STATUS", "CELLS")
+NARROW_BELOW = 110
 
 
 def progress_bar(done: int, planned: int, width: int = 20) -> str:
@@ -78,6 +84,7 @@ class BenchScreen(ConsoleScreen):
         self.runs: list[RunRow] = []
         self._listed_at = 0.0
         self._targets: list[str] = []
+        self._columns: tuple[str, ...] = ()
 
     def compose_body(self) -> ComposeResult:
         with Horizontal(id="top"):
@@ -104,7 +111,14 @@ class BenchScreen(ConsoleScreen):
             yield Static(Text("select a run to follow it", style="dim"), id="levels-text")
 
     def on_mount(self) -> None:
-        self.query_one("#recent", DataTable).add_columns("RUN", "STATUS", "CELLS", "NOW")
+        self._show_runs([], force=True)
+
+    def on_resize(self) -> None:
+        if self._wanted_columns() != self._columns:
+            self._show_runs(self.runs, force=True)
+
+    def _wanted_columns(self) -> tuple[str, ...]:
+        return NARROW_COLUMNS if 0 < self.size.width < NARROW_BELOW else COLUMNS
 
     def refresh_data(self) -> None:
         if not self.is_mounted:
@@ -130,26 +144,47 @@ class BenchScreen(ConsoleScreen):
         rows = list(reversed(list_runs(self.backend.runs_root)))[:RECENT_RUNS]
         self.app.call_from_thread(self._show_runs, rows)
 
-    def _show_runs(self, rows: list[RunRow]) -> None:
+    def _show_runs(self, rows: list[RunRow], force: bool = False) -> None:
         table = self.query_one("#recent", DataTable)
         selected = self._selected_run()
-        if [r.to_json() for r in rows] != [r.to_json() for r in self.runs]:
+        if force or [r.to_json() for r in rows] != [r.to_json() for r in self.runs]:
             self.runs = rows
-            table.clear()
-            for row in rows:
-                table.add_row(
-                    row.run_id,
-                    Text(row.status, style="bold yellow" if row.status == "running" else ""),
-                    f"{row.cells_done}/{row.cells}",
-                    _progress_text(row.progress),
-                    key=row.run_id,
-                )
+            self._columns = self._wanted_columns()
+            name_width = self._name_width(table, rows)
+            values: list[dict[str, str | Text]] = [
+                {
+                    "RUN": row.run_id,
+                    "NAME": _cut(row.name or row.run_id, name_width),
+                    "STATUS": Text(
+                        row.status, style="bold yellow" if row.status == "running" else ""
+                    ),
+                    "CELLS": f"{row.cells_done}/{row.cells}",
+                    "NOW": _progress_text(row.progress),
+                }
+                for row in rows
+            ]
+            fill_table(
+                table,
+                self._columns,
+                [
+                    (row.run_id, [cells[c] for c in self._columns])
+                    for row, cells in zip(rows, values, strict=True)
+                ],
+            )
             ids = [r.run_id for r in rows]
             if selected in ids:
                 table.move_cursor(row=ids.index(selected))
         run_id = self._selected_run()
         if run_id is not None:
             self._load_levels(run_id)
+
+    def _name_width(self, table: DataTable[Any], rows: list[RunRow]) -> int:
+        """Cells left for NAME (narrow list) once STATUS, CELLS and the padding are in."""
+        status = max([len("STATUS"), *(len(r.status) for r in rows)])
+        cells = max([len("CELLS"), *(len(f"{r.cells_done}/{r.cells}") for r in rows)])
+        padding = 2 * table.cell_padding * len(NARROW_COLUMNS)
+        scrollbar = 2
+        return max(8, table.size.width - status - cells - padding - scrollbar)
 
     def _selected_run(self) -> str | None:
         table = self.query_one("#recent", DataTable)
@@ -296,6 +331,10 @@ class BenchScreen(ConsoleScreen):
             return
         self.app.call_from_thread(self.notify, f"{what}: run {run_id} (detached)")
         self._listed_at = 0.0
+
+
+def _cut(name: str, width: int) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"
 
 
 def _progress_text(progress: dict[str, Any] | None) -> str:

@@ -17,10 +17,13 @@ from console.bench.listing import RunRow, list_runs
 from console.bench.rundir import RunDir
 from console.bench.summary import summarize_run
 from console.tui.screens.base import ConsoleScreen
+from console.tui.widgets.filled_table import fill_table
 from console.tui.widgets.run_tables import compare_view, summary_view
 
 # How often the list is re-read from disk while shown (runs change only through campaigns).
 LIST_EVERY_S = 2.0
+# The run id starts with its creation time and ends with its name.
+COLUMNS = ("RUN", "KIND", "STATUS", "CELLS")
 
 
 class RunsScreen(ConsoleScreen):
@@ -50,9 +53,7 @@ class RunsScreen(ConsoleScreen):
             yield Static(Text("no run selected", style="dim"), id="detail-text")
 
     def on_mount(self) -> None:
-        table = self.query_one("#runs", DataTable)
-        # The run id starts with its creation time and ends with its name.
-        table.add_columns("RUN", "KIND", "STATUS", "CELLS")
+        fill_table(self.query_one("#runs", DataTable), COLUMNS, [])
 
     def refresh_data(self) -> None:
         if not self.is_mounted:
@@ -76,17 +77,18 @@ class RunsScreen(ConsoleScreen):
         selected = self.selected_id()
         if [r.to_json() for r in rows] != [r.to_json() for r in self.rows]:
             self.rows = rows
-            table.clear()
+            shown = []
             for row in rows:
                 mark = "* " if row.run_id == self.marked else ""
                 status = row.status if row.error is None else f"unreadable: {row.error}"
-                table.add_row(
+                cells = [
                     mark + row.run_id,
                     row.kind or "-",
                     status,
                     f"{row.cells_done}/{row.cells}",
-                    key=row.run_id,
-                )
+                ]
+                shown.append((row.run_id, cells))
+            fill_table(table, COLUMNS, shown)
             ids = [r.run_id for r in rows]
             if selected in ids:
                 table.move_cursor(row=ids.index(selected))
