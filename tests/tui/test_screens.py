@@ -187,6 +187,13 @@ async def test_topology_shows_links_and_intended_vs_actual_binding(scene_backend
         assert "MISMATCH" in mismatch
         ok = next(line for line in text.splitlines() if line.startswith(A))
         assert ok.rstrip().endswith("ok")
+        # At 80 columns the verdict keeps its room: the other columns fit their contents.
+        await pilot.resize_terminal(80, 24)
+        await settle(pilot)
+        text = pane_text(app, "#topology")
+        mismatch = next(line for line in text.splitlines() if line.startswith(B))
+        assert mismatch.rstrip().endswith("MISMATCH")
+        assert max(len(line) for line in text.splitlines()) <= 78
 
 
 async def test_help_lists_the_screen_keys_and_says_quitting_keeps_servers(scene_backend):

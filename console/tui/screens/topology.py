@@ -123,15 +123,6 @@ class TopologyScreen(ConsoleScreen):
             return [title, Text("no live servers", style="dim")]
         host = self.backend.store.latest("host")
         actual = {b.server_id: b for b in host.bindings} if isinstance(host, HostSample) else {}
-        columns = [
-            Column("SERVER", 22),
-            Column("GPUS", 8),
-            Column("INTENDED", 18),
-            Column("ACTUAL", 10),
-            Column("CPUS", 5, "right"),
-            Column("PROCS", 5, "right"),
-            Column("", None),
-        ]
         rows: list[list[Text | str]] = []
         for server in live:
             binding = actual.get(server.id)
@@ -165,4 +156,18 @@ class TopologyScreen(ConsoleScreen):
                     else Text("MISMATCH", style="bold red"),
                 ]
             )
+        # Each column as wide as what it holds, so the verdict at the end keeps its room.
+        fitted = [
+            max([len(header), *(len(str(row[index])) for row in rows)])
+            for index, header in enumerate(("SERVER", "GPUS", "INTENDED", "ACTUAL"))
+        ]
+        columns = [
+            *(
+                Column(h, w)
+                for h, w in zip(("SERVER", "GPUS", "INTENDED", "ACTUAL"), fitted, strict=True)
+            ),
+            Column("CPUS", 5, "right"),
+            Column("PROCS", 5, "right"),
+            Column("", None),
+        ]
         return [title, *_table(columns, rows, width)]
