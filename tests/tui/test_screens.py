@@ -15,6 +15,7 @@ from console.tui.screens.bench import BenchScreen
 from console.tui.screens.launch import LaunchScreen
 from console.tui.screens.modals import HelpScreen
 from console.tui.widgets.chart import TimeChart
+from console.tui.widgets.keybar import KeyBar
 from console.tui.widgets.pane import Pane
 from console.tui.widgets.topbar import TopBar
 from tests.tui.conftest import settle
@@ -208,6 +209,22 @@ async def test_help_lists_the_screen_keys_and_says_quitting_keeps_servers(scene_
         await pilot.press("escape")
         await settle(pilot)
         assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_footer_keeps_help_when_the_screen_keys_do_not_fit(scene_backend):
+    app = ConsoleApp(scene_backend, mode="logs")
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        wide = str(app.screen.query_one(KeyBar).render())
+        assert "e Next error" in wide
+        assert "? Help" in wide
+        await pilot.resize_terminal(80, 24)
+        await settle(pilot)
+        narrow = str(app.screen.query_one(KeyBar).render()).rstrip()
+        assert "e Next error" not in narrow  # left out whole, not cut
+        assert narrow.endswith("? Help")
+        assert len(narrow) <= 80
+        assert narrow.startswith(" [ Prev server")
 
 
 async def test_resize_from_200x50_to_80x24_keeps_every_screen_whole(scene_backend):

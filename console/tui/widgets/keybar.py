@@ -13,6 +13,9 @@ from textual import events
 from textual.screen import Screen
 from textual.widgets import Static
 
+KeyItem = tuple[str, str, bool, str]
+"""(key as shown, description, enabled, key name)."""
+
 
 class KeyBar(Static):
     DEFAULT_CSS = """
@@ -59,11 +62,12 @@ class KeyBar(Static):
         self.show_keys()
 
     def show_keys(self) -> None:
-        """Screen keys first, then the app's; what does not fit is left out whole."""
+        """Screen keys first, then the app's; what does not fit is left out whole, and
+        then `?` (help, which lists every key) keeps its place at the end."""
         key_style = self.get_component_rich_style("keybar--key")
         description_style = self.get_component_rich_style("keybar--description")
         disabled_style = self.get_component_rich_style("keybar--disabled")
-        items: list[tuple[str, str, bool, str]] = []
+        items: list[KeyItem] = []
         seen: set[str] = set()
         palette = None
         for _node, binding, enabled, _tooltip in self.screen.active_bindings.values():
@@ -80,11 +84,10 @@ class KeyBar(Static):
                 (self.app.get_key_display(palette), palette.description, True, palette.key)
             )
         width = self.size.width or self.app.size.width
+        items = _fitting(items, width)
         line = Text(no_wrap=True, end="")
         targets: list[tuple[int, int, str]] = []
         for key_display, description, enabled, key in items:
-            if line.cell_len + len(key_display) + len(description) + 3 > width:
-                break
             start = line.cell_len
             line.append(f" {key_display} ", key_style)
             line.append(f"{description} ", description_style if enabled else disabled_style)
@@ -97,3 +100,27 @@ class KeyBar(Static):
             if start <= event.x < end:
                 self.app.simulate_key(key)
                 return
+
+
+def _cells(item: KeyItem) -> int:
+    return len(item[0]) + len(item[1]) + 3
+
+
+def _fitting(items: list[KeyItem], width: int) -> list[KeyItem]:
+    """The items that fit in `width`, in their order; when some must go, help stays."""
+    if sum(_cells(item) for item in items) <= width:
+        return items
+    help_item = next((item for item in items if item[3] == "question_mark"), None)
+    room = width - (_cells(help_item) if help_item else 0)
+    shown: list[KeyItem] = []
+    for item in items:
+        if item is help_item:
+            shown.append(item)
+            continue
+        if _cells(item) > room:
+            break
+        shown.append(item)
+        room -= _cells(item)
+    if help_item is not None and help_item not in shown:
+        shown.append(help_item)
+    return shown
