@@ -24,6 +24,7 @@ from console.tui.screens.base import ConsoleScreen
 from console.tui.screens.launch import LaunchChoice, LaunchScreen
 from console.tui.screens.modals import ConfirmScreen
 from console.tui.views import ServerView
+from console.tui.widgets.filled_table import fill_table
 from console.tui.widgets.server_strip import state_text, state_word
 
 COLUMNS = ("ID", "PROFILE", "LAYOUT", "VARIANT", "STATE", "PORT", "GPUS", "NUMA", "UP", "REASON")
@@ -86,7 +87,6 @@ class ServersScreen(ConsoleScreen):
             yield RichLog(id="activity", max_lines=500, wrap=True, markup=False)
 
     def on_mount(self) -> None:
-        self._columns: tuple[str, ...] = ()
         self.query_one("#activity", RichLog).write(Text("activity", style="bold"))
 
     def on_resize(self) -> None:
@@ -110,15 +110,11 @@ class ServersScreen(ConsoleScreen):
         table = self.query_one("#list", DataTable)
         wide = self.size.width >= 110
         columns = COLUMNS if wide else NARROW_COLUMNS
-        if columns != self._columns:
-            table.clear(columns=True)
-            table.add_columns(*columns)
-            self._columns = columns
         servers = self.backend.servers()
         keep = self.selected()
-        table.clear()
+        rows: list[tuple[str, list[str | Text]]] = []
         for server in servers:
-            values = {
+            values: dict[str, str | Text] = {
                 "ID": server.id,
                 "PROFILE": server.profile,
                 "LAYOUT": server.layout,
@@ -130,7 +126,8 @@ class ServersScreen(ConsoleScreen):
                 "UP": format_duration(server.uptime_s),
                 "REASON": server.reason or "",
             }
-            table.add_row(*(values[c] for c in columns), key=server.id)
+            rows.append((server.id, [values[c] for c in columns]))
+        fill_table(table, columns, rows)
         if keep is not None and keep.id in [s.id for s in servers]:
             table.move_cursor(row=[s.id for s in servers].index(keep.id))
         self._show_detail()
