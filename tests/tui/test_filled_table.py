@@ -18,7 +18,7 @@ async def test_columns_fit_their_widest_cell_and_the_header_lines_up():
     app = TableApp()
     async with app.run_test(size=(70, 6)) as pilot:
         table = app.query_one(DataTable)
-        rows = [
+        rows: list[tuple[str, list[str | Text]]] = [
             ("a", ["20261129-185848-qwen-b15-recheck", Text("running", style="bold")]),
             ("b", ["short", "done"]),
         ]
