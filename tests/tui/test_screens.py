@@ -301,3 +301,10 @@ async def test_bench_runs_list_fits_its_half_at_80_columns(scene_backend):
         assert shown.endswith("…")
         assert long_name.startswith(shown[:-1])
         assert table.virtual_size.width <= table.size.width
+        # Wider but still narrow: the name gets the new room at once, not on the next run.
+        await pilot.resize_terminal(100, 24)
+        await settle(pilot)
+        wider = str(table.get_row_at(table.row_count - 1)[0])
+        assert len(wider) > len(shown)
+        assert wider.endswith("…")
+        assert table.virtual_size.width <= table.size.width

@@ -114,8 +114,11 @@ class BenchScreen(ConsoleScreen):
         self._show_runs([], force=True)
 
     def on_resize(self) -> None:
-        if self._wanted_columns() != self._columns:
-            self._show_runs(self.runs, force=True)
+        # After the refresh: the room left for NAME is measured on the table's new size.
+        self.call_after_refresh(self._show_runs_again)
+
+    def _show_runs_again(self) -> None:
+        self._show_runs(self.runs, force=True)
 
     def _wanted_columns(self) -> tuple[str, ...]:
         return NARROW_COLUMNS if 0 < self.size.width < NARROW_BELOW else COLUMNS

@@ -157,17 +157,10 @@ class TopologyScreen(ConsoleScreen):
                 ]
             )
         # Each column as wide as what it holds, so the verdict at the end keeps its room.
-        fitted = [
-            max([len(header), *(len(str(row[index])) for row in rows)])
-            for index, header in enumerate(("SERVER", "GPUS", "INTENDED", "ACTUAL"))
-        ]
+        fitted = ("SERVER", "GPUS", "INTENDED", "ACTUAL")
         columns = [
-            *(
-                Column(h, w)
-                for h, w in zip(("SERVER", "GPUS", "INTENDED", "ACTUAL"), fitted, strict=True)
-            ),
-            Column("CPUS", 5, "right"),
-            Column("PROCS", 5, "right"),
-            Column("", None),
+            Column(header, max([len(header), *(len(str(row[index])) for row in rows)]))
+            for index, header in enumerate(fitted)
         ]
+        columns += [Column("CPUS", 5, "right"), Column("PROCS", 5, "right"), Column("", None)]
         return [title, *_table(columns, rows, width)]

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rich.text import Text
+from rich.text import Span, Text
+
+LineKey = tuple[str, tuple[Span, ...], object]
+
+
+def line_key(line: Text) -> LineKey:
+    """What a line looks like: its characters, style spans and base style."""
+    return (line.plain, tuple(line.spans), line.style)
 
 
 @dataclass(frozen=True)
@@ -61,7 +68,7 @@ class RowCache:
         key = (
             tuple(widths),
             tuple(c.justify for c in columns),
-            *(c if isinstance(c, str) else (c.plain, c.style, tuple(c.spans)) for c in cells),
+            *(c if isinstance(c, str) else line_key(c) for c in cells),
         )
         row = self._rows.get(key)
         if row is None:

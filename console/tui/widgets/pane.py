@@ -10,17 +10,12 @@ from __future__ import annotations
 
 from rich.console import RenderableType
 from rich.segment import Segment
-from rich.text import Span, Text
+from rich.text import Text
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
-LineKey = tuple[str, tuple[Span, ...], object]
-
-
-def line_key(line: Text) -> LineKey:
-    """What a line looks like: its characters, style spans and base style."""
-    return (line.plain, tuple(line.spans), line.style)
+from console.tui.widgets.columns import LineKey, line_key
 
 
 class Pane(Widget):
