@@ -74,6 +74,37 @@ def cmdline(pid: int) -> str:
     return " ".join(part.decode(errors="replace") for part in raw.split(b"\0") if part)
 
 
+SGLANG_TITLE_PREFIX = "sglang::"
+"""SGLang's children retitle themselves with setproctitle: `sglang::scheduler`,
+`sglang::scheduler_TP{n}`, `sglang::scheduler_DP{d}_TP{t}`, `sglang::detokenizer`,
+`sglang::data_parallel_controller` (sglang 0.5.23 srt/managers/scheduler.py:6279-6294,
+detokenizer_manager.py:551, data_parallel_controller.py:955)."""
+
+
+def sglang_title(pid: int) -> str | None:
+    """The `sglang::...` title a process gave itself, or None. setproctitle rewrites the
+    argv area, so the title is the whole of /proc/PID/cmdline."""
+    text = cmdline(pid)
+    return text if text.startswith(SGLANG_TITLE_PREFIX) else None
+
+
+def live_processes() -> list[ProcessInfo]:
+    """Every live process on the host (zombies left out)."""
+    found = []
+    for entry in PROC.iterdir():
+        if entry.name.isdigit():
+            info = process_info(int(entry.name))
+            if info is not None and info.state not in ("Z", "X"):
+                found.append(info)
+    return found
+
+
+def session_processes(sid: int) -> list[ProcessInfo]:
+    """Every live process of session `sid`: a server started with its own session keeps it
+    in every child, even one orphaned by its leader's death."""
+    return [info for info in live_processes() if info.sid == sid]
+
+
 def marked_processes(marker_name: str, marker_value: str) -> list[ProcessInfo]:
     """Every live process whose environment carries `marker_name=marker_value`."""
     found = []
