@@ -1,9 +1,10 @@
 """The simulator's command line: SGLang's launch arguments plus its own `--sim-*` flags.
 
-Any SGLang 0.5.23 flag is accepted (it is checked against the real default argument set,
-shipped as data); flags the simulator does not model are noted once in its log. Its own
-flags also come from `DDCONSOLE_SIM_SPEED`, `_SEED` and `_FAULT`, so a plan's argv needs no
-change in demo mode.
+SGLang's flags go through SGLang 0.5.23's own parser, rebuilt from data (console.sim.argparser):
+unknown flags and ambiguous prefixes exit 2 as they would on a real server. Flags the
+simulator does not model are noted once in its log. Its own flags (exact names only) also
+come from `DDCONSOLE_SIM_SPEED`, `_SEED` and `_FAULT`, so a plan's argv needs no change in
+demo mode.
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
+from console.sim.argparser import ArgumentsError, build_parser, option_names
+
 SIM_FLAGS = ("--sim-speed", "--sim-seed", "--sim-fault")
+USAGE = "usage: sglang serve [-h] --model-path MODEL_PATH ...\n"
 
 # Flags the simulator's behaviour depends on (SGLang field names).
 MODELED = frozenset(
@@ -48,36 +52,14 @@ MODELED = frozenset(
 # Flags from the open DDTree pull request, unknown to a stock 0.5.23.
 EXTRA_KNOWN = {"speculative_ddtree_budget": None}
 
-ALIASES = {
-    "model": "model_path",
-    "tensor_parallel_size": "tp_size",
-    "tp": "tp_size",
-    "data_parallel_size": "dp_size",
-    "dp": "dp_size",
-    "speculative_draft_model": "speculative_draft_model_path",
-}
-
-INT_FIELDS = frozenset(
-    {
-        "port",
-        "tp_size",
-        "dp_size",
-        "max_running_requests",
-        "decode_log_interval",
-        "speculative_num_steps",
-        "speculative_eagle_topk",
-        "speculative_num_draft_tokens",
-        "speculative_ddtree_budget",
-        "context_length",
-        "stream_interval",
-    }
-)
-FLOAT_FIELDS = frozenset({"mem_fraction_static"})
-CLI_NAMES = {"tp_size": "--tp-size/--tensor-parallel-size", "dp_size": "--dp-size"}
-
 
 class OptionsError(Exception):
-    """Bad arguments: the simulator exits 2 with an argparse-like message, as SGLang does."""
+    """Bad arguments: the simulator prints `usage` and `sglang serve: error: MESSAGE` and
+    exits 2, as argparse does in SGLang (sglang 0.5.23 srt/server_args.py:679, 696)."""
+
+    def __init__(self, message: str, usage: str = USAGE) -> None:
+        super().__init__(message)
+        self.usage = usage
 
 
 def default_server_args() -> dict[str, Any]:
@@ -122,91 +104,48 @@ class SimOptions:
         return self.server_args.get(name)
 
 
-def _flag_to_field(flag: str, known: dict[str, Any]) -> str | None:
-    name = flag.lstrip("-").replace("-", "_")
-    if name in known or name in EXTRA_KNOWN:
-        return name
-    if name in ALIASES:
-        return ALIASES[name]
-    # argparse's allow_abbrev: an unambiguous prefix names the flag.
-    matches = [key for key in known if key.startswith(name)]
-    return matches[0] if len(matches) == 1 else None
-
-
-def _coerce(field_name: str, default: Any, values: list[str], flag: str) -> Any:
-    def fail(kind: str, raw: str) -> OptionsError:
-        cli = CLI_NAMES.get(field_name, flag)
-        return OptionsError(f"argument {cli}: invalid {kind} value: {raw!r}")
-
-    if not values:
-        return True
-    if field_name in INT_FIELDS or (isinstance(default, int) and not isinstance(default, bool)):
-        try:
-            return int(values[0]) if len(values) == 1 else [int(v) for v in values]
-        except ValueError:
-            raise fail("int", values[0]) from None
-    if field_name in FLOAT_FIELDS or isinstance(default, float):
-        try:
-            return float(values[0])
-        except ValueError:
-            raise fail("float", values[0]) from None
-    if field_name == "numa_node":
-        try:
-            return [int(v) for v in values]
-        except ValueError:
-            raise fail("int", values[0]) from None
-    if isinstance(default, list) or len(values) > 1:
-        return list(values)
-    return values[0]
+def _sim_flags(argv: list[str]) -> tuple[list[str], dict[str, str]]:
+    """Take the simulator's own `--sim-*` flags (exact names only) out of argv."""
+    rest: list[str] = []
+    found: dict[str, str] = {}
+    index = 0
+    while index < len(argv):
+        token = argv[index]
+        index += 1
+        flag, equals, inline = token.partition("=")
+        if flag not in SIM_FLAGS:
+            rest.append(token)
+            continue
+        if equals:
+            found[flag] = inline
+        elif index < len(argv):
+            found[flag] = argv[index]
+            index += 1
+        else:
+            raise OptionsError(f"argument {flag}: expected one argument")
+    return rest, found
 
 
 def parse(argv: list[str], environ: dict[str, str] | None = None) -> SimOptions:
     env = os.environ if environ is None else environ
     known = default_server_args()
     known["model_path"] = None  # the dump was made with a placeholder path
+    rest, sim = _sim_flags(list(argv))
+    if rest and not rest[0].startswith("-"):
+        # `sglang serve MODEL ...` (sglang 0.5.23 cli/serve.py:62-66).
+        rest = ["--model-path", rest[0], *rest[1:]]
+    try:
+        given = vars(build_parser().parse_args(rest))
+    except ArgumentsError as exc:
+        raise OptionsError(str(exc), exc.usage) from None
     args = dict(known)
-    speed_text = env.get("DDCONSOLE_SIM_SPEED", "1")
-    seed_text = env.get("DDCONSOLE_SIM_SEED", "0")
-    fault_text = env.get("DDCONSOLE_SIM_FAULT", "")
-    unmodeled: list[str] = []
-    unknown: list[str] = []
-    index = 0
-    tokens = list(argv)
-    while index < len(tokens):
-        token = tokens[index]
-        index += 1
-        if not token.startswith("--"):
-            if "model_path" not in _given(args, known) and not token.startswith("-"):
-                args["model_path"] = token  # `sglang serve MODEL` positional form
-                continue
-            raise OptionsError(f"unrecognized arguments: {token}")
-        flag, _, inline = token.partition("=")
-        values = [inline] if inline else []
-        if not inline:
-            while index < len(tokens) and not tokens[index].startswith("--"):
-                values.append(tokens[index])
-                index += 1
-        if flag in SIM_FLAGS:
-            if not values:
-                raise OptionsError(f"argument {flag}: expected one argument")
-            if flag == "--sim-speed":
-                speed_text = values[0]
-            elif flag == "--sim-seed":
-                seed_text = values[0]
-            else:
-                fault_text = values[0]
-            continue
-        field_name = _flag_to_field(flag, known)
-        if field_name is None:
-            unknown.append(flag)
-            continue
-        if field_name not in known:
-            unknown.append(flag)
-        elif field_name not in MODELED:
-            unmodeled.append(flag)
-        args[field_name] = _coerce(field_name, known.get(field_name), values, flag)
-    if not args.get("model_path") or args.get("model_path") is True:
-        raise OptionsError("the following arguments are required: --model-path/--model")
+    args.update(given)
+    names = option_names()
+    unmodeled = [names[d] for d in given if d not in MODELED and d not in EXTRA_KNOWN]
+    unknown = [names[d] for d in given if d in EXTRA_KNOWN]
+    speed_text = sim.get("--sim-speed", env.get("DDCONSOLE_SIM_SPEED", "1"))
+    seed_text = sim.get("--sim-seed", env.get("DDCONSOLE_SIM_SEED", "0"))
+    fault_text = sim.get("--sim-fault", env.get("DDCONSOLE_SIM_FAULT", ""))
     try:
         speed = float(speed_text)
     except ValueError:
@@ -234,13 +173,9 @@ def parse(argv: list[str], environ: dict[str, str] | None = None) -> SimOptions:
         speed=speed,
         seed=seed,
         faults=faults,
-        unmodeled=tuple(dict.fromkeys(unmodeled)),
-        unknown=tuple(dict.fromkeys(unknown)),
+        unmodeled=tuple(unmodeled),
+        unknown=tuple(unknown),
     )
-
-
-def _given(args: dict[str, Any], known: dict[str, Any]) -> set[str]:
-    return {key for key, value in args.items() if known.get(key) != value}
 
 
 FAULT_KINDS = frozenset(
@@ -255,5 +190,7 @@ FAULT_KINDS = frozenset(
         "metrics-500",
         "http-500",
         "orphans",
+        "runtime-oom",
+        "misbind",
     }
 )

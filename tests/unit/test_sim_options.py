@@ -29,16 +29,14 @@ def test_sglang_flags_modeled_unmodeled_and_unknown():
             "0",
             "1",
             "1",
-            "--made-up-flag",
-            "x",
         ],
         environ={},
     )
-    assert options.get("tp_size") == 4  # argparse-style abbreviation
+    assert options.get("tp_size") == 4  # argparse's allow_abbrev: `--tp` is only `--tp-size`
     assert options.get("numa_node") == [0, 0, 1, 1]
     assert options.get("speculative_ddtree_budget") == 15
     assert options.unmodeled == ("--trust-remote-code",)
-    assert options.unknown == ("--speculative-ddtree-budget", "--made-up-flag")
+    assert options.unknown == ("--speculative-ddtree-budget",)
 
 
 def test_sim_flags_from_env_and_argv():
@@ -66,11 +64,43 @@ def test_sim_flags_from_env_and_argv():
         ([*BASE, "--tp-size", "two"], "invalid int value: 'two'"),
         ([*BASE, "--sim-speed", "-1"], "must be >= 0"),
         ([*BASE, "--sim-fault", "meteor"], "unknown fault 'meteor'"),
+        # SGLang 0.5.23's parser (srt/server_args.py:679, allow_abbrev): the exact messages.
+        ([*BASE, "--made-up-flag", "x"], "^unrecognized arguments: --made-up-flag x$"),
+        (
+            [*BASE, "--cuda-graph-max-bs", "8"],
+            "^ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, "
+            "--cuda-graph-max-bs-prefill$",
+        ),
+        ([*BASE, "--tensor-parallel", "2", "--dp", "2", "--tp", "x"], "invalid int value: 'x'"),
+        (
+            [*BASE, "--mamba-radix-cache-strategy", "foo"],
+            r"argument --mamba-radix-cache-strategy: invalid choice: 'foo' \(choose from",
+        ),
+        # The sim's own flags are exact names: a prefix is an unknown SGLang flag.
+        ([*BASE, "--sim-sp", "2"], "^unrecognized arguments: --sim-sp 2$"),
     ],
 )
 def test_bad_arguments(argv: list[str], message: str):
     with pytest.raises(OptionsError, match=message):
         parse(argv, environ={})
+
+
+def test_real_aliases_and_prefixes_only():
+    options = parse(
+        ["--model", "m", "--tensor-parallel-size", "2", "--data-parallel-size", "2"], environ={}
+    )
+    assert (options.get("model_path"), options.get("tp_size"), options.get("dp_size")) == (
+        "m",
+        2,
+        2,
+    )
+    assert parse(["m", "--enable-metrics"], environ={}).get("model_path") == "m"  # sglang serve M
+    assert parse([*BASE, "--disable-cuda-graph", "--grpc-mode"], environ={}).unmodeled == (
+        "--disable-cuda-graph",
+        "--grpc-mode",
+    )
+    with pytest.raises(OptionsError, match="unrecognized arguments: --model-name"):
+        parse([*BASE, "--model-name", "x"], environ={})  # no alias the real parser lacks
 
 
 def test_catalog_lookup_by_served_name_or_path():
