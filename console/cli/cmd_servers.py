@@ -22,13 +22,27 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
     up.add_argument("--json", action="store_true")
     up.set_defaults(handler=_up)
 
-    ps = verbs.add_parser("ps", parents=[common], help="managed servers and their state")
+    ps = verbs.add_parser(
+        "ps",
+        parents=[common],
+        help="managed servers and their state, and SGLang servers ddconsole did not start",
+    )
     ps.add_argument("--json", action="store_true")
     ps.set_defaults(handler=_ps)
 
     down = verbs.add_parser("down", parents=[common], help="stop servers (or forget ended ones)")
     down.add_argument("ids", nargs="*", metavar="ID")
-    down.add_argument("--all", action="store_true", help="every managed server")
+    down.add_argument(
+        "--all", action="store_true", help="every managed server (never an external one)"
+    )
+    down.add_argument(
+        "--external",
+        action="store_true",
+        help="stop the named SGLang servers ddconsole did not start (ids from `ps`: ext-PID)",
+    )
+    down.add_argument(
+        "--yes", "-y", action="store_true", help="do not ask before stopping an external server"
+    )
     down.add_argument(
         "--grace",
         type=float,
@@ -141,20 +155,44 @@ def _up(args: argparse.Namespace) -> int:
     return _launch_and_wait(args, services, plan)
 
 
+EXTERNAL_COLUMNS = [
+    *("ID", "STATE", "PID", "ADDRESS", "MODEL", "LAYOUT", "SCHEDULERS", "GPUS"),
+    *("NUMA", "UPTIME", "REASON"),
+]
+
+
+def _externals(services: Any, *, probe: bool = True) -> list[Any]:
+    """SGLang servers on this host that ddconsole did not start (none in demo mode: the
+    demo's host is simulated)."""
+    if services.demo:
+        return []
+    from console.server.external import ExternalScanner
+
+    gpus = [gpu.index for gpu in services.topology().gpus]
+    scanner = ExternalScanner(services.manager().records, services.gpu_backend, gpus)
+    try:
+        return scanner.scan(probe=probe)
+    finally:
+        scanner.close()
+
+
 def _ps(args: argparse.Namespace) -> int:
     services = _services(args)
     manager = services.manager()
     statuses, problems = manager.statuses()
+    externals = _externals(services)
     if args.json:
-        print_json([s.to_json() for s in statuses])
+        print_json(
+            [{**s.to_json(), "external": False} for s in statuses]
+            + [e.to_json() for e in externals]
+        )
         for problem in problems:
             print(f"ddconsole: warning: {problem}", file=sys.stderr)
         return 0
+    from console.core.units import format_duration, format_index_set
+
     if not statuses and not problems:
         print("no managed servers" + (" (demo)" if services.demo else ""))
-        return 0
-    from console.core.units import format_duration
-
     rows = []
     for status in statuses:
         plan = status.record.plan
@@ -193,6 +231,30 @@ def _ps(args: argparse.Namespace) -> int:
         )
     for problem in problems:
         print(f"! {problem}")
+    if externals:
+        print()
+        print("external (SGLang servers ddconsole did not start; never stopped by `down --all`):")
+        print(
+            table(
+                EXTERNAL_COLUMNS,
+                [
+                    [
+                        e.id,
+                        e.state,
+                        e.pid,
+                        f"{e.host}:{e.port}",
+                        e.served_model_name or e.model or "-",
+                        e.layout,
+                        ",".join(map(str, e.scheduler_pids)) or "-",
+                        format_index_set(list(e.gpus)) or "-",
+                        format_index_set(list(e.numa_nodes)) or "-",
+                        format_duration(e.uptime_s),
+                        e.reason or "",
+                    ]
+                    for e in externals
+                ],
+            )
+        )
     return 0
 
 
@@ -206,10 +268,80 @@ def _targets(args: argparse.Namespace, manager: Any) -> list[str]:
     return [manager.resolve_id(text) for text in args.ids]
 
 
+def _external_named(services: Any, text: str) -> Any:
+    """The external server with exactly this id (ext-PID), or None."""
+    from console.server.external import ID_PREFIX
+
+    if not text.startswith(ID_PREFIX):
+        return None
+    return next((e for e in _externals(services, probe=False) if e.id == text), None)
+
+
+def _refuse_external(services: Any, args: argparse.Namespace) -> None:
+    """`down` without --external never touches a server ddconsole did not start."""
+    from console.core.errors import UsageError
+
+    for text in args.ids:
+        if text in services.manager().records.ids():
+            continue
+        found = _external_named(services, text)
+        if found is not None:
+            raise UsageError(
+                f"{found.id} is external: an SGLang server ddconsole did not start (pid "
+                f"{found.pid}, {found.host}:{found.port}); `down` leaves it alone. To stop it "
+                f"anyway: `ddconsole down {found.id} --external --yes`"
+            )
+
+
+def _down_external(args: argparse.Namespace, services: Any) -> int:
+    """Stop external servers the user named one by one, after a confirmation."""
+    from console.core.errors import UsageError
+    from console.server.external import stop_external
+
+    if args.all:
+        raise UsageError("--external stops only servers named by id (see `ddconsole ps`)")
+    if not args.ids:
+        raise UsageError("name the external servers to stop (ids from `ddconsole ps`: ext-PID)")
+    if services.demo:
+        raise UsageError("--external: demo mode lists no external servers (drop --demo)")
+    targets = []
+    for text in args.ids:
+        found = _external_named(services, text)
+        if found is None:
+            raise UsageError(
+                f"no external server {text!r} (ids from `ddconsole ps`: ext-PID); "
+                "managed servers are stopped without --external"
+            )
+        targets.append(found)
+    names = ", ".join(f"{e.id} (pid {e.pid}, {e.host}:{e.port})" for e in targets)
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise UsageError(f"stopping {names}, not started by ddconsole: confirm with --yes")
+        answer = input(f"stop {names}, not started by ddconsole? [y/N] ").strip().lower()
+        if answer not in ("y", "yes"):
+            _say(args, "nothing changed")
+            return 1
+    results = []
+    code = 0
+    for found in targets:
+        _say(args, f"  {found.id}: SIGTERM to pid {found.pid}")
+        report = stop_external(found, grace=args.grace)
+        _say(args, report.summary())
+        code = code or (1 if report.remaining else 0)
+        results.append(report.to_json())
+    if args.json:
+        print_json(results)
+    return code
+
+
 def _down(args: argparse.Namespace) -> int:
     from console.core.errors import StateError
 
     services = _services(args)
+    if args.external:
+        return _down_external(args, services)
+    if not args.all:
+        _refuse_external(services, args)
     manager = services.manager()
     results = []
     code = 0
