@@ -24,35 +24,50 @@ class Milestone:
     label: str
 
 
+# sglang 0.5.23: srt/distributed/bootstrap.py:115, srt/model_executor/model_runner.py:1274,1373,
+# startup_weight_load.py:538, srt/mem_cache/kv_cache_configurator.py:499,
+# srt/entrypoints/http_server.py:2600; uvicorn's own lines. Every pattern is searched, so the
+# per-rank prefix (none at tp=1, " TP{n}", " DP{d} TP{t}") does not matter.
 _MILESTONES: tuple[tuple[re.Pattern[str], Milestone], ...] = (
     (re.compile(r"Init parallel begin"), Milestone(Phase.STARTING, "init parallel")),
     (re.compile(r"Load weight begin"), Milestone(Phase.LOADING, "loading weights")),
-    (
-        re.compile(r"Load weight end\. elapsed=([\d.]+) s"),
-        Milestone(Phase.LOADING, "weights loaded"),
-    ),
+    (re.compile(r"Load weight end\."), Milestone(Phase.LOADING, "weights loaded")),
     (re.compile(r"Memory pool end"), Milestone(Phase.LOADING, "KV cache allocated")),
-    (
-        re.compile(r"Capture (?:decode |prefill )?[Cc][Uu][Dd][Aa] graph begin"),
-        Milestone(Phase.LOADING, "capturing CUDA graphs"),
-    ),
-    (
-        re.compile(r"Capture (?:decode |prefill )?[Cc][Uu][Dd][Aa] graph end"),
-        Milestone(Phase.LOADING, "CUDA graphs captured"),
-    ),
     (
         re.compile(r"Uvicorn running on|Started server process|Application startup complete"),
         Milestone(Phase.WARMING, "HTTP up, warming up"),
     ),
     (re.compile(re.escape(READY_LINE)), Milestone(Phase.READY, "ready")),
 )
+# `Capture {role} {decode|verify|prefill} CUDA graph begin.` (sglang 0.5.23
+# srt/model_executor/model_runner_components/cuda_graph_setup.py:683-696, 750-790), the draft's
+# `Capture draft {decode|extend} CUDA graph begin.` (srt/speculative/eagle_worker_v2.py:515,634),
+# `Capture Frozen-KV MTP draft cuda graph begin.` (frozen_kv_mtp_worker_v2.py:396) and
+# `Capture UNO tree draft CUDA graph begin.` (uno_worker_v2.py:166); the same with `end.`.
+_CUDA_GRAPH = re.compile(r"\bCapture ([\w-]+(?: [\w-]+)*?) (?:CUDA|cuda) graph (begin|end)\b")
 
 
 def milestone(line: str) -> Milestone | None:
+    graph = _CUDA_GRAPH.search(line)
+    if graph is not None:
+        what, edge = graph.groups()
+        label = "capturing CUDA graph" if edge == "begin" else "CUDA graph captured"
+        return Milestone(Phase.LOADING, f"{label}: {what}")
     for pattern, found in _MILESTONES:
         if pattern.search(line):
             return found
     return None
+
+
+# `[%(asctime)s{prefix}] ` with datefmt "%Y-%m-%d %H:%M:%S" and, with SGLANG_LOG_MS, ".%03d"
+# (sglang 0.5.23 srt/utils/common.py:2629-2636; uvicorn's at :3511-3515).
+_TIMESTAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)[ \]]")
+
+
+def log_timestamp(line: str) -> str | None:
+    """The time a log record was written, as the log wrote it."""
+    match = _TIMESTAMP.match(line)
+    return match.group(1) if match else None
 
 
 class LogFollower:
