@@ -18,12 +18,19 @@ SIM_ENTRY_MODULE = "console.sim"
 DDTREE_PULL_REQUEST = "sgl-project/sglang#29907"
 SPEC_DEFAULT_MAX_RUNNING = 48
 
-# Flags and variables that 0.5.23 renamed or removed, with what to use instead.
+# Flags that 0.5.23's parser rejects, with what to use instead: `--cuda-graph-max-bs` is now an
+# ambiguous prefix of --cuda-graph-max-bs-{decode,prefill}, `--mamba-scheduler-strategy` is
+# unrecognized (both checked with sglang 0.5.23's own parser, srt/server_args.py:679).
 REMOVED_FLAGS = {
     "--cuda-graph-max-bs": "--cuda-graph-max-bs-decode (and --cuda-graph-max-bs-prefill)",
     "--mamba-scheduler-strategy": "--mamba-radix-cache-strategy",
-    "--disable-cuda-graph": "--disable-decode-cuda-graph or --cuda-graph-backend-decode=disabled",
-    "--enable-dp-attention": "--attn-dp-size N",
+}
+# Flags that 0.5.23 still accepts but marks deprecated, with the replacement SGLang names:
+# sglang 0.5.23 srt/server_args.py:410-423 (DeprecatedStoreTrueAction) and
+# srt/arg_groups/fields/serving.py:77-80 (`grpc_mode`, folded into smg_grpc_mode).
+DEPRECATED_FLAGS = {
+    "--disable-cuda-graph": "--cuda-graph-backend-{decode,prefill}=disabled",
+    "--enable-dp-attention": "--attn-dp-size <dp-size>",
     "--grpc-mode": "--smg-grpc-mode",
 }
 REMOVED_ENV = {
@@ -176,6 +183,14 @@ def build_command(
                 CommandWarning(
                     "removed-flag",
                     f"{flag} no longer exists in SGLang 0.5.23; use {REMOVED_FLAGS[flag]}",
+                )
+            )
+        elif flag in DEPRECATED_FLAGS:
+            warnings.append(
+                CommandWarning(
+                    "deprecated-flag",
+                    f"{flag} is deprecated in SGLang 0.5.23 (still accepted); "
+                    f"use {DEPRECATED_FLAGS[flag]}",
                 )
             )
     env = {"CUDA_VISIBLE_DEVICES": ",".join(str(gpu) for gpu in layout.gpus)}
