@@ -232,11 +232,16 @@ class ExternalScanner:
             self._pool = None
 
     def managed_leaders(self) -> set[int]:
-        """Leader pids of the servers this state dir manages (each runs in its own session,
-        so the pid is also the session id)."""
+        """Leader pids of the servers this state dir launched, from every spawn record (one
+        whose state file is unreadable too). Each runs in its own session, so the pid is
+        also the session id of all its processes."""
+        try:
+            spawned = [p.name for p in self.records.paths.servers.glob("*.spawn.json")]
+        except OSError:
+            return set()
         pids = set()
-        for server_id in self.records.ids():
-            spawn = self.records.spawn(server_id)
+        for name in spawned:
+            spawn = self.records.spawn(name[: -len(".spawn.json")])
             if spawn is not None:
                 pids.add(spawn.pid)
         return pids

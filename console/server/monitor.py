@@ -1,8 +1,9 @@
 """Live monitoring of a host and its servers: the watcher plus the telemetry poller.
 
-Keeps one SGLang source per live managed server (added and removed as servers come and go)
-and any extra URLs, a GPU source, a host source (with each server's real NUMA binding) and
-the console's own cost. The TUI, `ddconsole metrics` and snapshots all run this.
+Keeps one SGLang source per live managed server and per SGLang server found on the host that
+ddconsole did not start (added and removed as servers come and go) and any extra URLs, a GPU
+source, a host source (with each server's real NUMA binding) and the console's own cost.
+The TUI, `ddconsole metrics` and snapshots all run this.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import httpx
 from httpx_aiohttp import AiohttpTransport
 
 from console.hw.backend import GpuBackend
+from console.server.external import ExternalScanner
 from console.server.manager import ServerManager
 from console.server.watch import ServerWatcher, StateChange
 from console.telemetry.blocking import BlockingCaller, Stalled
@@ -47,7 +49,10 @@ class Monitor:
         watch_gpus: bool = True,
         sync_interval_s: float = 0.25,
         store: TimeSeriesStore | None = None,
+        external: bool | None = None,
     ) -> None:
+        """`external`: also watch SGLang servers ddconsole did not start (default: outside
+        demo mode; the demo's host is simulated)."""
         self.manager = manager
         self.interval_s = interval_s
         self.store = store if store is not None else TimeSeriesStore(capacity)
@@ -55,9 +60,14 @@ class Monitor:
         self.sync_interval_s = sync_interval_s
         # /ready about once a second whatever the sync cadence.
         probe_every = max(1, round(1.0 / sync_interval_s))
-        self.watcher = (
-            ServerWatcher(manager, probe_every=probe_every) if manager is not None else None
-        )
+        self.watcher: ServerWatcher | None = None
+        if manager is not None:
+            scanner = None
+            if external if external is not None else not manager.demo:
+                scanner = ExternalScanner(
+                    manager.records, gpu_backend, [gpu.index for gpu in topology.gpus]
+                )
+            self.watcher = ServerWatcher(manager, probe_every=probe_every, externals=scanner)
         # aiohttp under httpx: a fraction of httpcore's per-request cost on the loop.
         self.client = httpx.AsyncClient(
             transport=AiohttpTransport(trust_env=False, limits=httpx.Limits(max_connections=64)),
@@ -113,10 +123,18 @@ class Monitor:
                         api_key=key,
                     )
                 )
+        external = {e.id: e for e in watcher.external}
+        for server_id, found in external.items():
+            if f"server:{server_id}" not in self.poller.sources:
+                # /metrics needs no API key (sglang 0.5.23 srt/utils/auth.py:101-105).
+                self.poller.add(
+                    SglangSource(server_id, found.url, self.client, interval_s=self.interval_s)
+                )
         for name in list(self.poller.sources):
             if (
                 name.startswith("server:")
                 and name[len("server:") :] not in live
+                and name[len("server:") :] not in external
                 and not _is_url_source(name)
             ):
                 await self.poller.remove(name)
@@ -151,6 +169,8 @@ class Monitor:
                 pass
         await self.poller.stop()
         self._servers_caller.close()
+        if self.watcher is not None:
+            self.watcher.close()
         await self.client.aclose()
         if self.manager is not None:
             self.manager.close()
@@ -168,4 +188,6 @@ def reading(monitor: Monitor) -> dict[str, object]:
     from console.telemetry.reading import store_reading
 
     lifecycle = {s.id: s.to_json() for s in monitor.watcher.current} if monitor.watcher else {}
+    if monitor.watcher is not None:
+        lifecycle.update({e.id: e.to_json() for e in monitor.watcher.external})
     return store_reading(monitor.store, lifecycle)

@@ -17,6 +17,7 @@ from console.hw.backend import GpuBackend
 from console.profiles.command import build_command
 from console.profiles.flagcheck import FlagCheckUnavailable, check_args
 from console.profiles.loader import ProfileCatalog
+from console.server.external import ID_PREFIX, ExternalServer
 from console.server.manager import ServerManager
 from console.server.status import ServerStatus
 from console.telemetry.host_source import HostBackend
@@ -35,6 +36,20 @@ def view_of(status: ServerStatus) -> ServerView:
     data = status.to_json()
     data["plan"] = status.record.plan.to_json()
     return ServerView.from_json(data)
+
+
+def external_view(server: ExternalServer) -> ServerView:
+    """A server ddconsole did not start: its (masked) argv stands in for a plan."""
+    data = server.to_json()
+    data["plan"] = {"argv": data["argv"]}
+    return ServerView.from_json(data)
+
+
+def external_refusal(server_id: str) -> ActionRefused:
+    return ActionRefused(
+        f"{server_id} is external (ddconsole did not start it): the console never signals "
+        f"it; to stop it anyway: `ddconsole down {server_id} --external --yes`"
+    )
 
 
 class LiveBackend:
@@ -130,8 +145,18 @@ class LiveBackend:
         """Views of the watcher's current list, rebuilt only when the store moved."""
         version = self.version()
         if self._views[0] != version:
-            self._views = (version, [view_of(s) for s in self._statuses()])
+            views = [view_of(s) for s in self._statuses()]
+            views += [external_view(e) for e in self._externals()]
+            self._views = (version, views)
         return self._views[1]
+
+    def _is_external(self, server_id: str) -> bool:
+        return server_id.startswith(ID_PREFIX) and server_id not in self.manager.records.ids()
+
+    def _externals(self) -> list[ExternalServer]:
+        if self.monitor is None or self.monitor.watcher is None:
+            return []
+        return self.monitor.watcher.external
 
     def _statuses(self) -> list[ServerStatus]:
         if self.monitor is None or self.monitor.watcher is None:
@@ -231,6 +256,8 @@ class LiveBackend:
         return view_of(status)
 
     def stop_server(self, server_id: str, progress: Progress) -> str:
+        if self._is_external(server_id):
+            raise external_refusal(server_id)
         status = self.manager.status(server_id, probe=False)
         if status.state.terminal and not status.orphans:
             self.manager.forget(server_id)
@@ -243,6 +270,8 @@ class LiveBackend:
         return report.summary()
 
     def restart(self, server_id: str, progress: Progress) -> ServerView:
+        if self._is_external(server_id):
+            raise external_refusal(server_id)
         record = self.manager.records.load(server_id)
         status = self.manager.status(server_id, probe=False)
         if not status.state.terminal:
@@ -264,6 +293,8 @@ class LiveBackend:
 
     def switch(self, server_id: str, plan: Plan, progress: Progress) -> ServerView:
         """Stop `server_id` and whatever else holds the plan's GPUs, then launch the plan."""
+        if self._is_external(server_id):
+            raise external_refusal(server_id)
         in_the_way = [server_id] + [s.id for s in self.manager.conflicts(plan) if s.id != server_id]
         for victim in in_the_way:
             status = self.manager.status(victim, probe=False)

@@ -33,6 +33,11 @@ class ServerView:
     launched_wall: float | None = None
     demo: bool = False
     plan: dict[str, Any] = field(default_factory=dict)
+    external: bool = False
+    """An SGLang server ddconsole did not start (found by its processes); `numa_nodes` is
+    then where its schedulers actually run, and there is no plan or log."""
+    model: str | None = None
+    scheduler_pids: tuple[int, ...] = ()
 
     @property
     def live(self) -> bool:
@@ -40,6 +45,8 @@ class ServerView:
 
     @property
     def label(self) -> str:
+        if self.external:
+            return f"external {self.layout} {self.model or '?'}"
         return f"{self.profile} {self.layout} {self.variant}"
 
     @classmethod
@@ -71,4 +78,7 @@ class ServerView:
             launched_wall=float(launched) if isinstance(launched, int | float) else None,
             demo=bool(data.get("demo", False)),
             plan=dict(data.get("plan") or {}),
+            external=bool(data.get("external", False)),
+            model=data.get("served_model_name") or data.get("model"),
+            scheduler_pids=tuple(int(p) for p in data.get("scheduler_pids") or ()),
         )

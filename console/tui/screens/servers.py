@@ -38,15 +38,25 @@ def server_detail(server: ServerView) -> Table:
     table.add_column("k", style="bold", no_wrap=True, width=8)
     table.add_column("v", overflow="fold")
     table.add_row("server", f"{server.id}  {server.label}")
+    if server.external:
+        table.add_row(
+            "external",
+            Text(
+                "not started by ddconsole: never signalled from here; "
+                f"`ddconsole down {server.id} --external --yes` stops it",
+                style="yellow",
+            ),
+        )
     table.add_row("state", state_text(server))
     if server.reason:
         table.add_row("reason", Text(server.reason, style="red"))
     table.add_row("url", server.url or "-")
-    table.add_row(
-        "gpus",
-        f"{format_index_set(list(server.gpus))}  NUMA {format_index_set(list(server.numa_nodes))}",
-    )
+    numa = "NUMA (schedulers, actual)" if server.external else "NUMA"
+    nodes = format_index_set(list(server.numa_nodes))
+    table.add_row("gpus", f"{format_index_set(list(server.gpus))}  {numa} {nodes}")
     table.add_row("pid", str(server.pid or "-"))
+    if server.scheduler_pids:
+        table.add_row("sched", " ".join(str(p) for p in server.scheduler_pids))
     table.add_row("log", server.log_path or "-")
     argv = server.plan.get("argv")
     if isinstance(argv, list):
@@ -154,6 +164,17 @@ class ServersScreen(ConsoleScreen):
             return True
         return False
 
+    def _external(self, server: ServerView) -> bool:
+        """The console never signals a server it did not start: say how to stop it."""
+        if not server.external:
+            return False
+        self.notify(
+            f"{server.id} is external (ddconsole did not start it); to stop it: "
+            f"ddconsole down {server.id} --external --yes",
+            severity="warning",
+        )
+        return True
+
     def action_launch(self) -> None:
         if self._refused():
             return
@@ -170,6 +191,8 @@ class ServersScreen(ConsoleScreen):
         server = self.selected()
         if server is None:
             self.notify("select the server to switch from", severity="warning")
+            return
+        if self._external(server):
             return
 
         def chosen(choice: LaunchChoice | None) -> None:
@@ -206,6 +229,8 @@ class ServersScreen(ConsoleScreen):
         server = self.selected()
         if server is None:
             return
+        if self._external(server):
+            return
         verb = "Stop" if server.live else "Forget"
 
         def confirmed(yes: bool | None) -> None:
@@ -224,7 +249,7 @@ class ServersScreen(ConsoleScreen):
         if self._refused():
             return
         server = self.selected()
-        if server is None:
+        if server is None or self._external(server):
             return
 
         def confirmed(yes: bool | None) -> None:

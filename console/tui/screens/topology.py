@@ -125,6 +125,22 @@ class TopologyScreen(ConsoleScreen):
         actual = {b.server_id: b for b in host.bindings} if isinstance(host, HostSample) else {}
         rows: list[list[Text | str]] = []
         for server in live:
+            if server.external:
+                # No plan to compare with: where its schedulers may run, as found.
+                rows.append(
+                    [
+                        server.id,
+                        format_index_set(list(server.gpus)),
+                        "none (external)",
+                        f"node {format_index_set(list(server.numa_nodes))}"
+                        if server.numa_nodes
+                        else "-",
+                        "-",
+                        str(len(server.scheduler_pids)),
+                        "",
+                    ]
+                )
+                continue
             binding = actual.get(server.id)
             policy = str(server.plan.get("numa_policy") or "")
             intended = f"node {format_index_set(list(server.numa_nodes))}" + (
