@@ -94,6 +94,33 @@ def _say(args: argparse.Namespace, text: str) -> None:
     print(text, file=stream, flush=True)
 
 
+def _say_diagnosis(args: argparse.Namespace, status: Any) -> None:
+    """How far a failed server got and the lines that say why: `ddconsole diagnose`'s code."""
+    from console.core.errors import ConsoleError
+    from console.server.diagnose import diagnose_file
+
+    excerpt = status.failure.excerpt if status.failure else ()
+    try:
+        diagnosis = diagnose_file(
+            status.record.log_path,
+            returncode=status.exit.returncode if status.exit else None,
+            stop_requested=status.record.stop_requested_wall is not None,
+        )
+    except ConsoleError:  # the log is gone or unreadable: the status's excerpt is all there is
+        diagnosis = None
+    if diagnosis is not None:
+        reached = diagnosis.reached
+        if reached is not None:
+            when = reached.timestamp or f"line {reached.line_number}"
+            _say(args, f"  reached: {reached.label} ({when})")
+        if diagnosis.failure is not None:
+            excerpt = diagnosis.failure.excerpt
+            if diagnosis.failure_line_number is not None:
+                _say(args, f"  at line {diagnosis.failure_line_number} of the log:")
+    for line in excerpt:
+        _say(args, f"  | {line}")
+
+
 def _launch_and_wait(
     args: argparse.Namespace, services: Any, plan: Any, server_id: str | None = None
 ) -> int:
@@ -126,8 +153,7 @@ def _launch_and_wait(
         return 0
     if status.state.terminal:
         _say(args, f"FAILED: {status.reason}")
-        for line in status.failure.excerpt if status.failure else ():
-            _say(args, f"  | {line}")
+        _say_diagnosis(args, status)
         _say(args, f"  (full log: ddconsole logs {record.id}{' --demo' if plan.demo else ''})")
         return 1
     if getattr(args, "no_wait", False):

@@ -22,6 +22,7 @@ def common_parent() -> argparse.ArgumentParser:
 def build_parser() -> argparse.ArgumentParser:
     from console.cli import (
         cmd_bench,
+        cmd_diagnose,
         cmd_metrics,
         cmd_plan,
         cmd_profiles,
@@ -61,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmd_profiles.register(verbs, common)
     cmd_plan.register(verbs, common)
     cmd_servers.register(verbs, common)
+    cmd_diagnose.register(verbs, common)
     cmd_metrics.register(verbs, common)
     cmd_bench.register(verbs, common)
     cmd_snapshot.register(verbs, common)

@@ -8,8 +8,9 @@ from enum import StrEnum
 from typing import Any
 
 from console.hw.procs import is_running
-from console.server.classify import Failure, classify
-from console.server.milestones import Phase, milestone, tail_lines
+from console.server.classify import Failure
+from console.server.diagnose import log_failure
+from console.server.milestones import Phase, milestone
 from console.server.records import ExitInfo, Records, ServerRecord, SpawnInfo
 
 # How much of a log's beginning is scanned for startup milestones.
@@ -118,9 +119,9 @@ def derive(record: ServerRecord, records: Records, probe: Probe) -> ServerStatus
     alive = spawn is not None and exit_info is None and is_running(spawn.pid, spawn.start_ticks)
     stop_requested = record.stop_requested_wall is not None
     if not alive and (spawn is not None or exit_info is not None):
-        failure = classify(
+        failure = log_failure(
+            record.log_path,
             exit_info.returncode if exit_info else None,
-            tail_lines(record.log_path, 200),
             stop_requested=stop_requested,
         )
         if failure is None:

@@ -1,0 +1,180 @@
+"""Diagnose an SGLang log: the startup phases it reached, when, and what failure ended it.
+
+One code path for every reader: `ddconsole diagnose` (any log, also one ddconsole did not
+write), a managed server's status (`up`, `ps`, the TUI) and the Logs screen. A log is streamed
+line by line with bounded memory: the first line of each phase, and the last lines for the
+failure search (SGLang's failure and its aftermath sit at the end of a log).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from console.core.errors import UsageError
+from console.server.classify import Failure, classify, find_failure
+from console.server.milestones import log_timestamp, milestone, tail_lines
+
+TAIL_LINES = 2000
+"""Lines kept for the failure search: a tp8 cascade of tracebacks fits."""
+TAIL_BYTES = 1 << 20
+"""At most this much of a log's end is read for a server's status."""
+MAX_LINE_BYTES = 16 * 1024
+"""A longer line is cut (a file without newlines must not fill memory)."""
+MAX_PHASES = 64
+_SNIFF_BYTES = 8192
+
+
+@dataclass(frozen=True)
+class PhaseReached:
+    label: str
+    phase: str
+    """starting, loading, warming, ready."""
+    timestamp: str | None
+    """From the log's own `[YYYY-mm-dd HH:MM:SS...]` prefix; None on a line without one."""
+    line_number: int
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    source: str
+    line_count: int
+    phases: tuple[PhaseReached, ...]
+    failure: Failure | None
+    failure_line_number: int | None
+    """1-based, in the whole log."""
+
+    @property
+    def reached(self) -> PhaseReached | None:
+        return self.phases[-1] if self.phases else None
+
+    def to_json(self) -> dict[str, Any]:
+        failure = self.failure
+        return {
+            "log": self.source,
+            "lines": self.line_count,
+            "phases": [
+                {
+                    "label": p.label,
+                    "phase": p.phase,
+                    "timestamp": p.timestamp,
+                    "line_number": p.line_number,
+                }
+                for p in self.phases
+            ],
+            "reached": self.reached.label if self.reached else None,
+            "failure": None
+            if failure is None
+            else {
+                "kind": failure.kind,
+                "reason": failure.reason,
+                "line": failure.line,
+                "line_number": self.failure_line_number,
+                "excerpt": list(failure.excerpt),
+            },
+        }
+
+    def phase_lines(self) -> list[str]:
+        """`  10:00:05  loading weights  (line 3)` per phase reached."""
+        return [
+            f"  {p.timestamp or '-':<19}  {p.label}  (line {p.line_number})" for p in self.phases
+        ]
+
+    def summary(self) -> str:
+        """One line: the failure, or how far the server got."""
+        reached = self.reached.label if self.reached else "no startup phase"
+        if self.failure is None:
+            return f"no failure found; reached: {reached}"
+        where = f" (line {self.failure_line_number})" if self.failure_line_number else ""
+        return f"{self.failure.kind}: {self.failure.reason}{where}; reached: {reached}"
+
+
+def diagnose_lines(
+    lines: Iterable[str],
+    *,
+    source: str = "",
+    returncode: int | None = None,
+    stop_requested: bool = False,
+) -> Diagnosis:
+    """Diagnose log lines as they stream past. Without an exit status only what the log shows
+    is a failure; with one, an unexplained exit is too (as a server's status reads it)."""
+    tail: deque[tuple[int, str]] = deque(maxlen=TAIL_LINES)
+    phases: list[PhaseReached] = []
+    seen: set[str] = set()
+    count = 0
+    for count, line in enumerate(lines, 1):
+        tail.append((count, line))
+        found = milestone(line)
+        if found is not None and found.label not in seen and len(seen) < MAX_PHASES:
+            seen.add(found.label)
+            phases.append(PhaseReached(found.label, found.phase.value, log_timestamp(line), count))
+    window = [line for _, line in tail]
+    if returncode is None and not stop_requested:
+        failure = find_failure(window)
+    else:
+        failure = classify(returncode, window, stop_requested=stop_requested)
+    number = tail[failure.index][0] if failure is not None and failure.index is not None else None
+    return Diagnosis(source, count, tuple(phases), failure, number)
+
+
+def _read_lines(handle: Any) -> Iterator[str]:
+    """Lines of a binary file handle, each cut at MAX_LINE_BYTES (the rest of it skipped)."""
+    continuing = False
+    while True:
+        chunk: bytes = handle.readline(MAX_LINE_BYTES)
+        if not chunk:
+            return
+        complete = chunk.endswith(b"\n")
+        if not continuing:
+            yield chunk.decode(errors="replace").rstrip("\r\n")
+        continuing = not complete
+
+
+def open_log(path: str) -> Any:
+    """The log opened for reading, or a UsageError that names the file and what is wrong."""
+    if os.path.isdir(path):
+        raise UsageError(f"{path} is a directory, not a log file")
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 - the caller closes it
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file") from None
+    except PermissionError:
+        raise UsageError(f"{path}: permission denied (cannot read it)") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        head = handle.read(_SNIFF_BYTES)
+    except OSError as exc:
+        handle.close()
+        raise UsageError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    if b"\x00" in head:
+        handle.close()
+        raise UsageError(f"{path} is not a text log (it holds binary data)")
+    handle.seek(0)
+    return handle
+
+
+def diagnose_file(
+    path: str, *, returncode: int | None = None, stop_requested: bool = False
+) -> Diagnosis:
+    """Diagnose a log file of any size (streamed; memory bounded by TAIL_LINES)."""
+    with open_log(path) as handle:
+        try:
+            return diagnose_lines(
+                _read_lines(handle),
+                source=path,
+                returncode=returncode,
+                stop_requested=stop_requested,
+            )
+        except OSError as exc:
+            raise UsageError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+
+
+def log_failure(path: str, returncode: int | None, *, stop_requested: bool) -> Failure | None:
+    """Why a managed server ended, from its log's last lines and its exit status: the same
+    classification `diagnose` gives, on the same window."""
+    lines = tail_lines(path, TAIL_LINES, TAIL_BYTES)
+    return classify(returncode, lines, stop_requested=stop_requested)
