@@ -1,4 +1,4 @@
-"""Host readings through psutil: CPU per CPU, memory, load, and where processes may run.
+"""Host readings through psutil: CPU per CPU, memory, load, and where a process may run.
 
 Every call is None-safe (psutil can fail or return None on odd hosts) and blocking-cheap, but
 still belongs on an executor, not the UI loop.
@@ -51,26 +51,15 @@ class HostReader:
     def numa_nodes(self) -> tuple[NumaNodeInfo, ...]:
         return read_numa_nodes()
 
-    def process_cpus(self, pid: int) -> tuple[set[int], int] | None:
-        return process_tree_cpus(pid)
-
-
-def process_tree_cpus(pid: int) -> tuple[set[int], int] | None:
-    """Union of the CPU affinity of a process and its descendants, and how many there are."""
-    try:
-        root = psutil.Process(pid)
-        processes = [root, *root.children(recursive=True)]
-    except (psutil.Error, OSError):
-        return None
-    cpus: set[int] = set()
-    counted = 0
-    for process in processes:
+    def process_cpus(self, pid: int) -> set[int] | None:
+        """The CPUs one process may run on (its affinity), or None when it cannot be read.
+        Callers ask per process: SGLang binds its schedulers only, so a union over a server's
+        whole tree would include the unbound leader and detokenizer (sglang 0.5.23
+        srt/utils/numa_utils.py:28-68, srt/entrypoints/engine.py:956-960)."""
         try:
-            cpus |= set(process.cpu_affinity() or [])
-            counted += 1
-        except (psutil.Error, OSError, AttributeError):
-            continue
-    return (cpus, counted) if counted else None
+            return set(os.sched_getaffinity(pid))
+        except OSError:
+            return None
 
 
 def own_cpu_seconds() -> float:

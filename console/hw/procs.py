@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,6 +104,57 @@ def session_processes(sid: int) -> list[ProcessInfo]:
     """Every live process of session `sid`: a server started with its own session keeps it
     in every child, even one orphaned by its leader's death."""
     return [info for info in live_processes() if info.sid == sid]
+
+
+SCHEDULER_TITLE = "sglang::scheduler"
+"""The title prefix of every scheduler (sglang 0.5.23 srt/managers/scheduler.py:6294)."""
+
+
+def scheduler_processes(leader_pid: int) -> list[ProcessInfo]:
+    """The schedulers under a leader: its descendants titled `sglang::scheduler*` (children,
+    or with dp > 1 the DP controller's children). They alone are NUMA bound and hold the GPUs
+    (sglang 0.5.23 srt/entrypoints/engine.py:956-987, srt/utils/numa_utils.py:28-68)."""
+    children: dict[int, list[ProcessInfo]] = {}
+    for info in live_processes():
+        children.setdefault(info.ppid, []).append(info)
+    found = []
+    todo = list(children.get(leader_pid, []))
+    while todo:
+        info = todo.pop()
+        title = sglang_title(info.pid)
+        if title is not None and title.startswith(SCHEDULER_TITLE):
+            found.append(info)
+        todo.extend(children.get(info.pid, []))
+    return sorted(found, key=lambda info: info.pid)
+
+
+@dataclass(frozen=True, slots=True)
+class Membership:
+    """How to recognise one server's processes: its environment marker, which SGLang's
+    retitled children lose (setproctitle overwrites the environ area unless SPT_NOENV=1), or
+    its session, which every child keeps, orphans included."""
+
+    marker: str
+    session: int | None
+    """The leader's session id (None: unknown or no longer ours)."""
+
+
+def member_processes(
+    marker_name: str, wanted: Mapping[str, Membership]
+) -> dict[str, list[ProcessInfo]]:
+    """The live processes of each server in `wanted`, in one pass over /proc: those in its
+    session, and those whose environment carries `marker_name` = its marker."""
+    by_session = {m.session: key for key, m in wanted.items() if m.session is not None}
+    by_marker = {m.marker: key for key, m in wanted.items()}
+    found: dict[str, list[ProcessInfo]] = {key: [] for key in wanted}
+    for info in live_processes():
+        key = by_session.get(info.sid)
+        if key is None:
+            value = environ_value(info.pid, marker_name)
+            key = by_marker.get(value) if value is not None else None
+        if key is not None:
+            found[key].append(info)
+    return found
 
 
 def marked_processes(marker_name: str, marker_value: str) -> list[ProcessInfo]:

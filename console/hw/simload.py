@@ -1,20 +1,24 @@
 """The files demo-mode simulator processes publish their simulated GPU load in.
 
 A simulator writes `{pid}.json` into the sim-GPU folder about once a second; the simulated
-host backend reads every fresh file and adds the load up per GPU. The format is plain data so
-the simulator (a separate process) and the backend agree without sharing objects.
+host backend reads every file of a live server and adds the load up per GPU. The file also
+lists the server's processes: like NVML on a real host, a GPU's process is the scheduler that
+holds its CUDA context, not the leader (sglang 0.5.23 srt/managers/scheduler.py:6362), and its
+memory stays held while that scheduler lives, even orphaned. The format is plain data so the
+simulator (a separate process) and the backend agree without sharing objects.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from console.core.jsonio import atomic_write_text
+from console.hw.procs import is_running
 
 SIM_GPU_DIR_ENV = "DDCONSOLE_SIM_GPU_DIR"
 FRESH_SECONDS = 5.0
@@ -31,16 +35,41 @@ class SimGpuLoad:
     pcie_rx_bytes_total: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class SimProcess:
+    """One process of a simulated server besides its leader."""
+
+    pid: int
+    title: str
+    gpu: int | None = None
+    """The physical GPU whose context it holds (schedulers only)."""
+    numa_node: int | None = None
+    """The NUMA node its CPUs are bound to; None: unbound, it may run on every CPU."""
+
+
 @dataclass(frozen=True)
 class SimPublication:
-    """One publisher's file: its pid, when it wrote, and its load per physical GPU index."""
+    """One publisher's file: its pid, when it wrote, its load per physical GPU index, and the
+    processes it started."""
 
     pid: int
     updated_wall: float
     gpus: dict[int, SimGpuLoad] = field(default_factory=dict)
     label: str = ""
-    bound_nodes: tuple[int, ...] = ()
-    """NUMA nodes its schedulers are bound to (empty: not bound)."""
+    processes: tuple[SimProcess, ...] = ()
+
+    def gpu_owner(self, index: int) -> int:
+        """The pid that holds GPU `index`: its scheduler, else (none listed) the publisher."""
+        for process in self.processes:
+            if process.gpu == index:
+                return process.pid
+        return self.pid
+
+    def process(self, pid: int) -> SimProcess | None:
+        for process in self.processes:
+            if process.pid == pid:
+                return process
+        return None
 
 
 def publish(folder: Path, publication: SimPublication) -> Path:
@@ -49,7 +78,7 @@ def publish(folder: Path, publication: SimPublication) -> Path:
         "pid": publication.pid,
         "updated_wall": publication.updated_wall,
         "label": publication.label,
-        "bound_nodes": list(publication.bound_nodes),
+        "processes": [asdict(process) for process in publication.processes],
         "gpus": {str(index): asdict(load) for index, load in publication.gpus.items()},
     }
     atomic_write_text(path, json.dumps(payload))
@@ -63,18 +92,33 @@ def withdraw(folder: Path, pid: int) -> None:
         pass
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def _optional_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _processes(raw: Any) -> tuple[SimProcess, ...]:
+    found = []
+    for item in raw if isinstance(raw, list) else []:
+        if isinstance(item, dict) and _optional_int(item.get("pid")) is not None:
+            found.append(
+                SimProcess(
+                    int(item["pid"]),
+                    str(item.get("title", "")),
+                    _optional_int(item.get("gpu")),
+                    _optional_int(item.get("numa_node")),
+                )
+            )
+    return tuple(found)
 
 
 def read_publications(folder: Path, now_wall: float | None = None) -> list[SimPublication]:
-    """Fresh publications of live processes; stale or unreadable files are ignored."""
+    """Publications of servers with a live process; stale or unreadable files are ignored.
+
+    A publication counts while its leader or any process it lists runs (a scheduler orphaned
+    by a killed leader still holds its GPU's memory). One not rewritten for FRESH_SECONDS keeps
+    its memory but shows no utilisation or power: nobody is computing on it. A file whose
+    processes are all gone is removed, since its writer cannot (it was killed).
+    """
     now = time.time() if now_wall is None else now_wall
     result = []
     try:
@@ -92,10 +136,15 @@ def read_publications(folder: Path, now_wall: float | None = None) -> list[SimPu
                 )
                 for index, load in dict(raw.get("gpus", {})).items()
             }
-        except (OSError, ValueError, KeyError, TypeError):
+            processes = _processes(raw.get("processes"))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue
-        if now - updated > FRESH_SECONDS or not _pid_alive(pid):
+        if not any(is_running(p, None) for p in (pid, *(p.pid for p in processes))):
+            if now - updated > FRESH_SECONDS:
+                with contextlib.suppress(OSError):
+                    path.unlink()
             continue
-        nodes = tuple(int(n) for n in raw.get("bound_nodes", []) if isinstance(n, int))
-        result.append(SimPublication(pid, updated, gpus, str(raw.get("label", "")), nodes))
+        if now - updated > FRESH_SECONDS:
+            gpus = {i: replace(load, util_pct=0.0, power_w=0.0) for i, load in gpus.items()}
+        result.append(SimPublication(pid, updated, gpus, str(raw.get("label", "")), processes))
     return result

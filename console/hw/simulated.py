@@ -14,6 +14,7 @@ from pathlib import Path
 from console.hw.backend import GpuDeviceError, GpuProcess, GpuReading, GpuStatic
 from console.hw.host import HostReading
 from console.hw.numa import NumaNodeInfo
+from console.hw.procs import is_running
 from console.hw.simload import SimPublication, read_publications
 
 GPU_NAME = "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
@@ -131,14 +132,20 @@ class SimulatedGpuBackend:
         )
 
     def compute_processes(self, index: int) -> tuple[GpuProcess, ...]:
-        """Processes on a GPU now (read afresh: launch preflight depends on it)."""
+        """Processes on a GPU now (read afresh: launch preflight and the release check after a
+        stop depend on it). As NVML on a real host, the process is the scheduler that holds
+        the GPU's context, not the server's leader (sglang 0.5.23
+        srt/managers/scheduler.py:6362), listed while it lives."""
         self._check(index)
         publications = read_publications(self.load_dir) if self.load_dir else []
-        return tuple(
-            GpuProcess(index, publication.pid, publication.gpus[index].mem_used_bytes)
-            for publication in publications
-            if index in publication.gpus
-        )
+        found = []
+        for publication in publications:
+            if index not in publication.gpus:
+                continue
+            owner = publication.gpu_owner(index)
+            if is_running(owner, None):
+                found.append(GpuProcess(index, owner, publication.gpus[index].mem_used_bytes))
+        return tuple(found)
 
     def _check(self, index: int) -> None:
         if not 0 <= index < self.spec.gpu_count:
@@ -158,7 +165,8 @@ class SimulatedGpuBackend:
 
 class SimulatedHostReader:
     """Host CPU of the simulated host: a quiet baseline plus one spinning scheduler CPU per
-    GPU of every simulated server (SGLang's schedulers busy-poll), on that GPU's NUMA node."""
+    GPU of every simulated server (SGLang's schedulers busy-poll), on the NUMA node the
+    scheduler is bound to (its GPU's node when unbound)."""
 
     def __init__(self, gpus: SimulatedGpuBackend) -> None:
         self.gpus = gpus
@@ -171,19 +179,29 @@ class SimulatedHostReader:
         cpu_count = sum(len(node.cpus) for node in nodes)
         per_cpu = [2.0] * cpu_count
         for publication in self.gpus._fresh_publications():
+            bound = {p.gpu: p.numa_node for p in publication.processes if p.gpu is not None}
             for gpu, load in publication.gpus.items():
-                node = self.gpus.node_of(gpu)
+                node = bound.get(gpu)
+                if node is None:
+                    node = self.gpus.node_of(gpu)
                 cpu = node * CPUS_PER_NODE + gpu % self.gpus.spec.gpus_per_node
                 if cpu < cpu_count:
                     per_cpu[cpu] = min(100.0, per_cpu[cpu] + 30.0 + 0.65 * load.util_pct)
         used = int(0.08 * NODE_MEMORY_BYTES * len(nodes))
         return HostReading(tuple(per_cpu), used, NODE_MEMORY_BYTES * len(nodes), (1.0, 1.0, 1.0))
 
-    def process_cpus(self, pid: int) -> tuple[set[int], int] | None:
+    def process_cpus(self, pid: int) -> set[int] | None:
+        """The CPUs one process of a simulated server may run on: a scheduler bound to a
+        node gets that node's CPUs; the leader, the detokenizer, the DP controller and an
+        unbound scheduler get every CPU, as on a real host where SGLang binds only its
+        schedulers (sglang 0.5.23 srt/entrypoints/engine.py:956-960, srt/utils/numa_utils.py:28-68).
+        None for a process no simulated server started."""
+        nodes = self.numa_nodes()
         for publication in self.gpus._fresh_publications():
-            if publication.pid != pid:
+            process = publication.process(pid)
+            if process is None and publication.pid != pid:
                 continue
-            nodes = publication.bound_nodes or tuple(n.id for n in self.numa_nodes())
-            cpus = {cpu for node in self.numa_nodes() if node.id in nodes for cpu in node.cpus}
-            return cpus, 1 + len(publication.gpus)
+            if process is not None and process.numa_node is not None:
+                return {cpu for node in nodes if node.id == process.numa_node for cpu in node.cpus}
+            return {cpu for node in nodes for cpu in node.cpus}
         return None

@@ -18,16 +18,26 @@ from console.core.errors import ConsoleError, StateError, UsageError
 from console.core.net import port_is_free
 from console.core.paths import StatePaths
 from console.hw.backend import GpuBackend, GpuDeviceError, GpuUnavailable
-from console.hw.procs import is_running, marked_processes, send_signal
+from console.hw.procs import (
+    Membership,
+    ProcessInfo,
+    is_running,
+    member_processes,
+    process_info,
+    send_signal,
+)
 from console.hw.simload import SIM_GPU_DIR_ENV
 from console.server.lock import launch_lock
 from console.server.milestones import LogFollower, milestone
 from console.server.preflight import PreflightResult, preflight
-from console.server.records import Records, ServerRecord
+from console.server.records import Records, ServerRecord, SpawnInfo
 from console.server.status import Probe, ServerState, ServerStatus, derive
 from console.topology.placement import Plan
 
 MARKER_ENV = "DDCONSOLE_SERVER"
+SPT_NOENV = "SPT_NOENV"
+"""Keeps setproctitle from overwriting the environ area, so SGLang's retitled children keep
+the marker readable (setproctitle 1.3 docs; sglang 0.5.23 srt/managers/scheduler.py:6294)."""
 DEFAULT_GRACE_S = 30.0
 POLL_S = 0.1
 
@@ -172,12 +182,7 @@ class ServerManager:
             record.ever_ready = True
             self._save_quietly(record)
         if status.state.terminal and orphan_scan:
-            waiter = spawn.waiter_pid if spawn else None
-            orphans = tuple(
-                p.pid
-                for p in marked_processes(MARKER_ENV, self.marker(record.id))
-                if p.pid != waiter
-            )
+            orphans = tuple(p.pid for p in self.server_processes(record.id, spawn))
             if orphans:
                 reason = (
                     f"{status.reason or status.state.value}; {len(orphans)} of its "
@@ -199,11 +204,37 @@ class ServerManager:
         hint = "ambiguous" if matches else "unknown"
         raise UsageError(f"{hint} server {text!r}; servers: {', '.join(ids)}")
 
+    def _membership(self, server_id: str, spawn: SpawnInfo | None) -> Membership:
+        """The waiter starts the leader in a new session (start_new_session), so the
+        session id is the leader's pid; if that pid now runs another program, the session
+        is not ours (a kernel never reuses a pid while its session has members)."""
+        session = None
+        if spawn is not None:
+            info = process_info(spawn.pid)
+            if info is None or not spawn.start_ticks or info.start_ticks == spawn.start_ticks:
+                session = spawn.pid
+        return Membership(self.marker(server_id), session)
+
+    def server_processes(self, server_id: str, spawn: SpawnInfo | None = None) -> list[ProcessInfo]:
+        """Every live process of a server: its session (SGLang's retitled children lose the
+        marker when SPT_NOENV is unset) or its marker, the waiter left out."""
+        if spawn is None:
+            spawn = self.records.spawn(server_id)
+        waiter = spawn.waiter_pid if spawn else None
+        found = member_processes(MARKER_ENV, {server_id: self._membership(server_id, spawn)})
+        return [p for p in found[server_id] if p.pid != waiter]
+
     def managed_pids(self) -> set[int]:
-        pids: set[int] = set()
+        """Every process of every managed server (one pass over /proc), so preflight never
+        takes our own schedulers for foreign GPU holders."""
+        wanted, waiters = {}, set()
         for server_id in self.records.ids():
-            pids |= {p.pid for p in marked_processes(MARKER_ENV, self.marker(server_id))}
-        return pids
+            spawn = self.records.spawn(server_id)
+            wanted[server_id] = self._membership(server_id, spawn)
+            if spawn is not None:
+                waiters.add(spawn.waiter_pid)
+        found = member_processes(MARKER_ENV, wanted)
+        return {p.pid for procs in found.values() for p in procs if p.pid not in waiters}
 
     def _save_quietly(self, record: ServerRecord) -> None:
         try:
@@ -225,6 +256,7 @@ class ServerManager:
         env = dict(self.environ)
         env.update(plan.env)
         env[MARKER_ENV] = self.marker(server_id)
+        env[SPT_NOENV] = "1"
         env["PYTHONUNBUFFERED"] = "1"
         if self.demo:
             env[SIM_GPU_DIR_ENV] = str(self.paths.sim_gpu)
@@ -342,15 +374,16 @@ class ServerManager:
             record.stop_reason = reason
             self.records.save(record)
         spawn = self.records.spawn(server_id)
+        # Taken before anything dies: the schedulers, not the leader, hold the GPUs, and the
+        # release check must follow every one of them.
+        holders = {p.pid for p in self.server_processes(server_id, spawn)}
         if spawn is not None and send_signal(spawn.pid, signal.SIGTERM, spawn.start_ticks):
             report.sent_sigterm = True
             on_event(time.monotonic() - start, f"SIGTERM to pid {spawn.pid}")
             deadline = time.monotonic() + grace
             while is_running(spawn.pid, spawn.start_ticks) and time.monotonic() < deadline:
                 time.sleep(POLL_S)
-        marker = self.marker(server_id)
-        waiter = spawn.waiter_pid if spawn else None
-        leftovers = [p for p in marked_processes(MARKER_ENV, marker) if p.pid != waiter]
+        leftovers = self.server_processes(server_id, spawn)
         if leftovers:
             report.escalated = True
             on_event(
@@ -362,11 +395,9 @@ class ServerManager:
                 if send_signal(proc.pid, signal.SIGKILL, proc.start_ticks):
                     report.killed_pids.append(proc.pid)
         deadline = time.monotonic() + 10
-        while [
-            p for p in marked_processes(MARKER_ENV, marker) if p.pid != waiter
-        ] and time.monotonic() < deadline:
+        while self.server_processes(server_id, spawn) and time.monotonic() < deadline:
             time.sleep(POLL_S)
-        remaining = [p.pid for p in marked_processes(MARKER_ENV, marker) if p.pid != waiter]
+        remaining = [p.pid for p in self.server_processes(server_id, spawn)]
         if remaining:
             report.notes.append(f"processes still present: {remaining}")
         # The waiter records the exit; give it a moment so the state reads "stopped".
@@ -379,9 +410,8 @@ class ServerManager:
         ):
             time.sleep(0.02)
         report.port_free = self._wait_port_free(record.plan, 5.0)
-        report.gpus_released = self._wait_gpus_released(
-            record.plan, {p.pid for p in leftovers} | ({spawn.pid} if spawn else set()), 10.0
-        )
+        holders |= {p.pid for p in leftovers} | ({spawn.pid} if spawn else set())
+        report.gpus_released = self._wait_gpus_released(record.plan, holders, 10.0)
         report.seconds = time.monotonic() - start
         return report
 
@@ -415,12 +445,11 @@ class ServerManager:
             time.sleep(0.2)
 
     def stop_unreadable(self, server_id: str) -> str:
-        """For a record that cannot be read: kill what carries its marker, remove its files."""
-        spawn = self.records.spawn(server_id)
-        waiter = spawn.waiter_pid if spawn else None
+        """For a record that cannot be read: kill every process of its session or marker,
+        remove its files."""
         killed = []
-        for proc in marked_processes(MARKER_ENV, self.marker(server_id)):
-            if proc.pid != waiter and send_signal(proc.pid, signal.SIGKILL, proc.start_ticks):
+        for proc in self.server_processes(server_id):
+            if send_signal(proc.pid, signal.SIGKILL, proc.start_ticks):
                 killed.append(proc.pid)
         self.records.remove(server_id)
         return f"killed {killed}; state files removed" if killed else "state files removed"

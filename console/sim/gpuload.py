@@ -6,7 +6,7 @@ import os
 import time
 from pathlib import Path
 
-from console.hw.simload import SimGpuLoad, SimPublication, publish, withdraw
+from console.hw.simload import SimGpuLoad, SimProcess, SimPublication, publish, withdraw
 from console.sim.catalog import ModelEntry
 
 GPU_MEMORY_BYTES = 97_887 * 1024 * 1024
@@ -23,29 +23,29 @@ def visible_gpus(environ: dict[str, str] | os._Environ[str], count: int) -> list
 
 
 class GpuLoadPublisher:
-    """Turns engine activity into per-GPU utilisation, memory, power and PCIe bytes."""
+    """Turns engine activity into per-GPU utilisation, memory, power and PCIe bytes, published
+    with the server's processes (each GPU's scheduler holds it; see `set_processes`)."""
 
     def __init__(
-        self,
-        folder: Path | None,
-        gpus: list[int],
-        model: ModelEntry,
-        tp: int,
-        label: str,
-        bound_nodes: tuple[int, ...] = (),
+        self, folder: Path | None, gpus: list[int], model: ModelEntry, tp: int, label: str
     ) -> None:
         self.folder = folder
         self.gpus = gpus
         self.model = model
         self.tp = max(1, tp)
         self.label = label
-        self.bound_nodes = bound_nodes
+        self.processes: tuple[SimProcess, ...] = ()
         self.memory_bytes = 0
         self.pcie_tx_total = 0
         self.pcie_rx_total = 0
         self._last_busy = 0.0
         self._last_tokens = 0
         self._last_time = time.monotonic()
+
+    def set_processes(self, processes: tuple[SimProcess, ...]) -> None:
+        """The server's children: schedulers name their GPU and NUMA node (the simulated
+        host's NVML processes and CPU affinity), the others hold no GPU and are unbound."""
+        self.processes = processes
 
     def set_memory(self, bytes_per_gpu: float) -> None:
         self.memory_bytes = int(min(bytes_per_gpu, GPU_MEMORY_BYTES * 0.99))
@@ -99,7 +99,7 @@ class GpuLoadPublisher:
                     time.time(),
                     dict.fromkeys(self.gpus, load),
                     self.label,
-                    self.bound_nodes,
+                    self.processes,
                 ),
             )
         except OSError:

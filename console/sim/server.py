@@ -17,7 +17,6 @@ import logging
 import os
 import signal
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -26,7 +25,7 @@ from typing import Any
 
 import uvicorn
 
-from console.hw.simload import SIM_GPU_DIR_ENV
+from console.hw.simload import SIM_GPU_DIR_ENV, SimProcess
 from console.sim import crashes
 from console.sim.catalog import ModelEntry, lookup
 from console.sim.clock import SimClock
@@ -35,6 +34,7 @@ from console.sim.gpuload import GPU_MEMORY_BYTES, GpuLoadPublisher, visible_gpus
 from console.sim.http import WARMUP_RID, build_app
 from console.sim.options import MODELED, OptionsError, SimOptions, parse
 from console.sim.perf import GPUS_PER_NUMA_NODE, decoding
+from console.sim.proctree import ProcessTree, Rank, plan_ranks
 from console.sim.state import SimState, Status
 from console.sim.stats import SimStats
 
@@ -42,14 +42,8 @@ log = logging.getLogger("sglang.sim")
 READY_LINE = "The server is fired up and ready to roll!"
 SPEC_DEFAULT_MAX_RUNNING = 48
 
-CHILD_CODE = """
-import ctypes, signal, sys, time
-if sys.argv[2] != "orphan":
-    ctypes.CDLL(None).prctl(1, 9)  # PR_SET_PDEATHSIG = SIGKILL, as SGLang's schedulers do
-signal.signal(signal.SIGTERM, signal.SIG_DFL)
-while True:
-    time.sleep(3600)
-"""
+SIM_NUMA_NODES = 2
+"""NUMA nodes of the simulated host (console/hw/simulated.py SimulatedHostSpec)."""
 
 
 class _TagFilter(logging.Filter):
@@ -97,15 +91,28 @@ UVICORN_LOG_CONFIG: dict[str, Any] = {
 }
 
 
-def _bound_nodes(options: SimOptions, gpus: list[int]) -> tuple[int, ...]:
-    """Where SGLang would bind the schedulers: `--numa-node`, else (auto binding on) each
-    GPU's own node, else nowhere."""
+def _ranks(options: SimOptions, tp: int, dp: int, gpus: list[int]) -> list[Rank]:
+    """The schedulers SGLang would start and the node each is bound to: `--numa-node`, else
+    (SGLANG_AUTO_NUMA_BIND, default on: sglang 0.5.23 srt/environ.py:1722) its GPU's node.
+    Bind v2 (numactl) and v1 (SGLANG_NUMA_BIND_V2=0, libnuma inside the scheduler) bind the
+    same node (srt/utils/numa_utils.py:29, srt/managers/scheduler.py:6304-6307)."""
     nodes = options.get("numa_node")
-    if isinstance(nodes, list) and nodes:
-        return tuple(sorted(set(nodes)))
-    if os.environ.get("SGLANG_AUTO_NUMA_BIND", "1") == "0":
-        return ()
-    return tuple(sorted({gpu // GPUS_PER_NUMA_NODE for gpu in gpus}))
+    return plan_ranks(
+        tp=tp,
+        dp=dp,
+        gpus=gpus,
+        numa_node=[int(n) for n in nodes] if isinstance(nodes, list) else None,
+        auto_bind=_env_flag("SGLANG_AUTO_NUMA_BIND"),
+        gpus_per_node=GPUS_PER_NUMA_NODE,
+        node_count=SIM_NUMA_NODES,
+        misbind=options.fault("misbind") is not None,
+    )
+
+
+def _env_flag(name: str) -> bool:
+    """An SGLang EnvBool that defaults to true: false for false/0/no/n, any case
+    (sglang 0.5.23 srt/environ.py:143-150; SGLang rejects other words, here they read true)."""
+    return os.environ.get(name, "1").lower() not in ("false", "0", "no", "n")
 
 
 def _crosses_numa(options: SimOptions, gpus: list[int]) -> bool:
@@ -133,9 +140,12 @@ class SimServer:
             self.model,
             self.tp,
             self.served_name,
-            _bound_nodes(options, self.gpus),
         )
-        self.children: list[subprocess.Popen[bytes]] = []
+        self.tree = ProcessTree(
+            _ranks(options, self.tp, self.dp, self.gpus),
+            dp=self.dp,
+            orphans=options.fault("orphans") is not None,
+        )
         self.state: SimState | None = None
         self.stopping = asyncio.Event()
         self.exit_code = 0
@@ -143,27 +153,20 @@ class SimServer:
     # -- process tree --------------------------------------------------------------------
 
     def spawn_children(self) -> None:
-        mode = "orphan" if self.options.fault("orphans") else "child"
-        names = [f"sglang::scheduler_TP{i}" for i in range(min(self.tp * self.dp, 16))]
-        names.append("sglang::detokenizer")
-        for name in names:
-            self.children.append(
-                subprocess.Popen(
-                    [sys.executable, "-S", "-c", CHILD_CODE, name, mode],
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-            )
+        """Start the schedulers (or the DP controller) and the detokenizer, and name them in
+        the GPU publication: each GPU's scheduler holds it, as NVML shows on a real host."""
+        self.tree.start()
+        # With a NUMA node, the scheduler's CPUs are that node's; without, every CPU.
+        processes = tuple(
+            SimProcess(c.pid, c.title, c.rank.gpu, c.rank.numa_node)
+            for c in self.tree.schedulers
+            if c.rank is not None
+        ) + tuple(SimProcess(c.pid, c.title) for c in self.tree.helpers)
+        self.publisher.set_processes(processes)
+        self.publisher.publish()
 
     def kill_children(self) -> None:
-        for child in self.children:
-            with contextlib.suppress(ProcessLookupError):
-                child.kill()
-        for child in self.children:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                child.wait(timeout=5)
-        self.children.clear()
+        self.tree.kill()
 
     # -- startup -------------------------------------------------------------------------
 

@@ -1,13 +1,21 @@
-"""Host telemetry: CPU per NUMA node, memory, load, and each managed server's real binding."""
+"""Host telemetry: CPU per NUMA node, memory, load, and each managed server's real binding.
+
+The binding is measured on the server's scheduler processes only: SGLang binds them and
+nothing else, the leader (HTTP, tokenizer) and the detokenizer stay on every CPU (sglang
+0.5.23 srt/entrypoints/engine.py:956-960, srt/utils/numa_utils.py:28-68). A server whose
+schedulers are not found (yet) has no binding reading: unknown, not a mismatch.
+"""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 from console.hw.host import HostReading
 from console.hw.numa import NumaNodeInfo
+from console.hw.procs import is_running, scheduler_processes
 from console.telemetry.blocking import BlockingCaller, Stalled
 from console.telemetry.samples import Binding, HostSample, NumaLoad, SourceState, SourceStatus
 from console.telemetry.source import PollResult
@@ -18,16 +26,19 @@ class HostBackend(Protocol):
 
     def numa_nodes(self) -> tuple[NumaNodeInfo, ...]: ...
 
-    def process_cpus(self, pid: int) -> tuple[set[int], int] | None: ...
+    def process_cpus(self, pid: int) -> set[int] | None: ...
 
 
 @dataclass(frozen=True)
 class WatchedServer:
-    """A managed server whose binding is checked: its leader pid and intended NUMA nodes."""
+    """A server whose binding is checked: its leader pid and intended NUMA nodes."""
 
     server_id: str
     pid: int
     intended_nodes: tuple[int, ...]
+
+
+RESCAN_S = 10.0
 
 
 class HostSource:
@@ -45,6 +56,27 @@ class HostSource:
         self.servers = servers or (lambda: [])
         self.caller = BlockingCaller("host", interval_s * 0.8)
         self._nodes: tuple[NumaNodeInfo, ...] | None = None
+        self._schedulers: dict[int, tuple[float, list[tuple[int, int]]]] = {}
+        """Leader pid -> (when found, [(pid, start ticks)] of its schedulers)."""
+
+    def schedulers_of(self, leader: int) -> list[int]:
+        """The leader's scheduler pids. A /proc scan costs a read per process on the host, so
+        a found set is kept RESCAN_S while all its members live; until one is found, every
+        poll looks again (SGLang's schedulers retitle themselves seconds after the spawn)."""
+        now = time.monotonic()
+        cached = self._schedulers.get(leader)
+        if (
+            cached is not None
+            and now - cached[0] < RESCAN_S
+            and all(is_running(pid, ticks) for pid, ticks in cached[1])
+        ):
+            return [pid for pid, _ in cached[1]]
+        found = [(p.pid, p.start_ticks) for p in scheduler_processes(leader)]
+        if found:
+            self._schedulers[leader] = (now, found)
+        else:
+            self._schedulers.pop(leader, None)
+        return [pid for pid, _ in found]
 
     def _read(
         self, watched: list[WatchedServer]
@@ -55,9 +87,18 @@ class HostSource:
             self._nodes = self.backend.numa_nodes()
         bindings = []
         for server in watched:
-            found = self.backend.process_cpus(server.pid)
-            if found is not None:
-                bindings.append((server, found))
+            cpus: set[int] = set()
+            measured = 0
+            for pid in self.schedulers_of(server.pid):
+                found = self.backend.process_cpus(pid)
+                if found is not None:
+                    cpus |= found
+                    measured += 1
+            if measured:
+                bindings.append((server, (cpus, measured)))
+        live = {server.pid for server in watched}
+        for leader in [pid for pid in self._schedulers if pid not in live]:
+            del self._schedulers[leader]
         return self.backend.read(), self._nodes, bindings
 
     async def poll(self, now: float) -> PollResult:

@@ -73,13 +73,16 @@ class NumaLoad:
 
 @dataclass(frozen=True, slots=True)
 class Binding:
-    """Where a managed server's processes may run (the layout truth) vs where it should."""
+    """Where a server's schedulers may run (the layout truth) vs where they should. Only the
+    schedulers are measured: SGLang NUMA-binds them alone (sglang 0.5.23
+    srt/utils/numa_utils.py:28-68); its leader and detokenizer may run on every CPU."""
 
     server_id: str
     intended_nodes: tuple[int, ...]
     actual_nodes: tuple[int, ...]
     actual_cpus: int
     processes: int
+    """How many scheduler processes were measured."""
 
     @property
     def matches(self) -> bool:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import httpx
 
+from console.hw.procs import cmdline, process_info
 from console.hw.simulated import GPU_MEMORY_BYTES, IDLE_MEMORY_BYTES, SimulatedGpuBackend
 from tests.simproc import QWEN, running_sim
 
@@ -44,6 +45,9 @@ def test_load_appears_on_the_servers_gpus_only(tmp_path: Path):
             stop.set()
             worker.join()
         procs = backend.compute_processes(4)
+        owners = {gpu: backend.compute_processes(gpu)[0].pid for gpu in (4, 5)}
+        titles = {gpu: cmdline(pid) for gpu, pid in owners.items()}
+        parents = {process_info(pid).ppid for pid in owners.values()}  # type: ignore[union-attr]
     assert busy.util_pct is not None
     assert busy.util_pct > 50
     assert other.util_pct == busy.util_pct  # both GPUs of the TP group
@@ -60,7 +64,11 @@ def test_load_appears_on_the_servers_gpus_only(tmp_path: Path):
     assert idle.util_pct == 0
     assert idle.mem_used_bytes == IDLE_MEMORY_BYTES
     assert idle.pcie_gen_current == 1  # idle links train down to save power
-    assert [p.pid for p in procs] == [sim.proc.pid]
+    # As NVML shows on a real host, each GPU's process is the scheduler of the rank on it,
+    # not the leader (sglang 0.5.23 srt/managers/scheduler.py:6294, 6362).
+    assert [p.pid for p in procs] == [owners[4]]
+    assert titles == {4: "sglang::scheduler_TP0", 5: "sglang::scheduler_TP1"}
+    assert parents == {sim.proc.pid}
     # After the server exits its load disappears.
     deadline = time.monotonic() + 5
     while backend.compute_processes(4) and time.monotonic() < deadline:
