@@ -14,6 +14,7 @@ by hand, as an operator would, never through ddconsole. The CLI runs as a subpro
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import signal
@@ -327,6 +328,43 @@ def test_hand_started_simulator_is_external_and_left_alone(tmp_path: Path):
         stop_sim(sim)
 
 
+def test_gpus_are_those_whose_processes_are_its_schedulers(tmp_path: Path):
+    """An external server's GPUs: the GPU backend lists its scheduler pids there (SGLang's
+    schedulers own the CUDA contexts, sglang 0.5.23 srt/managers/scheduler.py:6362). The
+    simulated host's backend stands in for NVML."""
+    from console.core.paths import StatePaths
+    from console.hw.simload import SIM_GPU_DIR_ENV
+    from console.hw.simulated import SimulatedGpuBackend
+    from console.server.external import ExternalScanner
+    from console.server.records import Records
+
+    folder = tmp_path / "sim-gpu"
+    folder.mkdir()
+    env = {SIM_GPU_DIR_ENV: str(folder), "CUDA_VISIBLE_DEVICES": "2,3"}
+    sim = start_sim([*SMALL, "--tp-size", "2"], tmp_path=tmp_path, speed=20, env=env)
+    backend = SimulatedGpuBackend(folder)
+    scanner = ExternalScanner(
+        Records(StatePaths(tmp_path / "state")), backend, list(range(8)), probe_timeout=2
+    )
+    try:
+        wait_ready(sim)
+        deadline = time.monotonic() + 30
+        found = None
+        while time.monotonic() < deadline:
+            found = next((e for e in scanner.scan() if e.pid == sim.proc.pid), None)
+            if found is not None and found.gpus and len(found.scheduler_pids) == 2:
+                break
+            time.sleep(0.2)
+        assert found is not None
+        assert found.gpus == (2, 3)
+        holders = {p.pid for gpu in (2, 3) for p in backend.compute_processes(gpu)}
+        assert holders == set(found.scheduler_pids)
+        assert found.state == "ready"
+    finally:
+        scanner.close()
+        stop_sim(sim)
+
+
 def _load(url: str, stop: threading.Event) -> None:
     """Keep the simulator decoding so its throughput is above zero."""
     with httpx.Client(base_url=url, timeout=60) as client:
@@ -339,12 +377,17 @@ def _load(url: str, stop: threading.Event) -> None:
 
 
 async def test_dashboard_shows_an_external_servers_throughput(tmp_path: Path):
+    from rich.console import Console
+    from textual.widgets import DataTable
+
     from console.cli.services import Services
     from console.telemetry.samples import ServerSample
     from console.tui.app import ConsoleApp
     from console.tui.screens.dashboard import DashboardScreen
+    from console.tui.screens.modals import ConfirmScreen
+    from console.tui.screens.servers import server_detail
     from console.tui.widgets.pane import Pane
-    from tests.tui.conftest import until
+    from tests.tui.conftest import settle, until
 
     sim = start_sim([*SMALL, "--tp-size", "2"], tmp_path=tmp_path, speed=20)
     stop = threading.Event()
@@ -381,6 +424,31 @@ async def test_dashboard_shows_an_external_servers_throughput(tmp_path: Path):
             strip = screen.query_one("#strip", Pane).text.plain
             assert server_id in strip
             assert "external" in strip
+
+            # The Servers screen never stops it: `x` on its row says how instead.
+            await pilot.press("s")
+            await settle(pilot)
+            servers = app.screen
+            table = servers.query_one("#list", DataTable)
+            row = [s.id for s in backend.servers()].index(server_id)
+            table.move_cursor(row=row)
+            await pilot.press("x")
+            await settle(pilot)
+            assert not isinstance(app.screen, ConfirmScreen)
+            assert sim.proc.poll() is None
+            view = next(s for s in backend.servers() if s.id == server_id)
+            printer = Console(width=200, record=True, file=io.StringIO())
+            printer.print(server_detail(view))
+            detail = printer.export_text()
+            assert f"ddconsole down {server_id} --external --yes" in detail
+            assert all(str(pid) in detail for pid in view.scheduler_pids)
+
+            # Topology: no plan to compare with, the schedulers' actual nodes.
+            await pilot.press("t")
+            await settle(pilot)
+            topology = app.screen.query_one("#topology", Pane).text.plain
+            assert f"{server_id}" in topology
+            assert "none (external)" in topology
     finally:
         stop.set()
         stop_sim(sim)

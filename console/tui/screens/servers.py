@@ -266,7 +266,9 @@ class ServersScreen(ConsoleScreen):
 
     def action_logs(self) -> None:
         server = self.selected()
-        if server is not None:
+        if server is not None and server.external:
+            self.notify(f"{server.id} is external: ddconsole has no log of it", severity="warning")
+        elif server is not None:
             self.console.show_logs(server.id)
 
     # -- workers -------------------------------------------------------------------------
