@@ -16,7 +16,10 @@ from importlib import resources
 from typing import Any
 
 from console.sim.argparser import ArgumentsError, build_parser, option_names
+from console.sim.crashes import LOAD_CRASHES
 
+CRASH_KINDS = frozenset({*LOAD_CRASHES, "badflag"})
+"""`crash-at-load:KIND`; a bare `crash-at-load` is `oom`."""
 SIM_FLAGS = ("--sim-speed", "--sim-seed", "--sim-fault")
 USAGE = "usage: sglang serve [-h] --model-path MODEL_PATH ...\n"
 
@@ -166,6 +169,11 @@ def parse(argv: list[str], environ: dict[str, str] | None = None) -> SimOptions:
             raise OptionsError(
                 f"argument --sim-fault: unknown fault {fault.kind!r} "
                 f"(valid: {', '.join(sorted(FAULT_KINDS))})"
+            )
+        if fault.kind == "crash-at-load" and fault.arg and fault.arg not in CRASH_KINDS:
+            raise OptionsError(
+                f"argument --sim-fault: unknown crash-at-load kind {fault.arg!r} "
+                f"(valid: {', '.join(sorted(CRASH_KINDS))})"
             )
     return SimOptions(
         server_args=args,

@@ -21,50 +21,36 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import uvicorn
 
 from console.hw.simload import SIM_GPU_DIR_ENV, SimProcess
-from console.sim import crashes
+from console.sim import crashes, graphs
 from console.sim.catalog import ModelEntry, lookup
 from console.sim.clock import SimClock
 from console.sim.engine import Engine
+from console.sim.failures import die_by_kill_tree, die_by_sigquit, exit_with_traceback
 from console.sim.gpuload import GPU_MEMORY_BYTES, GpuLoadPublisher, visible_gpus
-from console.sim.http import WARMUP_RID, build_app
+from console.sim.http import build_app
 from console.sim.options import MODELED, OptionsError, SimOptions, parse
 from console.sim.perf import GPUS_PER_NUMA_NODE, decoding
 from console.sim.proctree import ProcessTree, Rank, plan_ranks
+from console.sim.ranklog import RankLog, configure_logging, rank_prefixes
 from console.sim.state import SimState, Status
 from console.sim.stats import SimStats
 
 log = logging.getLogger("sglang.sim")
 READY_LINE = "The server is fired up and ready to roll!"
 SPEC_DEFAULT_MAX_RUNNING = 48
-
+# A 1x1 PNG: SGLang's VLM warmup sends an image (sglang 0.5.23 srt/entrypoints/http_server.py
+# :2289-2316, 2431-2440); the simulator does not look at it.
+WARMUP_IMAGE = (
+    "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk"
+    "+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+)
 SIM_NUMA_NODES = 2
 """NUMA nodes of the simulated host (console/hw/simulated.py SimulatedHostSpec)."""
-
-
-class _TagFilter(logging.Filter):
-    def __init__(self, tp: int) -> None:
-        super().__init__()
-        self.tag = " TP0" if tp > 1 else ""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        record.tag = self.tag if getattr(record, "scheduler", False) else ""
-        return True
-
-
-def configure_logging(tp: int) -> None:
-    handler = logging.StreamHandler(sys.stdout)
-    handler.setFormatter(
-        logging.Formatter("[%(asctime)s%(tag)s] %(message)s", datefmt="%Y-%m-%d %H:%M:%S")
-    )
-    handler.addFilter(_TagFilter(tp))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.INFO)
 
 
 UVICORN_LOG_CONFIG: dict[str, Any] = {
@@ -149,6 +135,9 @@ class SimServer:
         self.state: SimState | None = None
         self.stopping = asyncio.Event()
         self.exit_code = 0
+        self.ranks = RankLog(log, rank_prefixes(self.tp, self.dp))
+        self.serving = False
+        """True once the serving-phase SIGQUIT handler would be installed."""
 
     # -- process tree --------------------------------------------------------------------
 
@@ -196,79 +185,127 @@ class SimServer:
         if options.unknown:
             log.info("[sim] not SGLang 0.5.23 flags (accepted): %s", " ".join(options.unknown))
 
-    def fail_at_load(self, kind: str) -> int:
-        lines = crashes.LOAD_CRASHES.get(kind) or crashes.LOAD_CRASHES["oom"]
-        for line in lines:
-            log.error(line, extra={"scheduler": True})
+    def cleanup(self) -> None:
         self.kill_children()
         self.publisher.withdraw()
-        return 1
 
-    async def load(self) -> int | None:
-        """Run the load phases; a crash fault returns the exit code instead."""
-        crash = self.options.fault("crash-at-load")
-        crash_kind = crash.arg if crash else ""
-        slow = 4.0 if self.options.fault("slow-start") else 1.0
-        model = self.model
-        sched = {"scheduler": True}
-        if crash_kind == "import":
-            return self.fail_at_load("import")
-        log.info("Init parallel begin.", extra=sched)
-        await self.clock.sleep((0.4 + 0.05 * self.tp) * slow)
-        if crash_kind == "nccl":
-            return self.fail_at_load("nccl")
-        log.info("Init parallel ends. elapsed=%.2f s", (0.4 + 0.05 * self.tp) * slow, extra=sched)
-        weights_per_gpu = model.size_gb * 1e9 / self.tp
-        log.info(
-            "Load weight begin. avail mem=%.2f GB", GPU_MEMORY_BYTES / 2**30 - 0.6, extra=sched
+    def resolve(self) -> int | None:
+        """Argument resolution and the leader's checks, before any scheduler starts
+        (sglang 0.5.23 launch_server.py:29, srt/entrypoints/engine.py:1153-1155): its warnings,
+        then a config error or a leader-side load fault ends the launch with exit status 1."""
+        options = self.options
+        if int(options.get("pp_size") or 1) > 1:
+            # sglang 0.5.23 srt/arg_groups/overrides.py:1623-1628
+            log.warning("Pipeline parallelism is incompatible with overlap schedule.")
+        if options.get("enable_kv_cache_sharding") and not graphs.prefill_disabled_by_flags(
+            options
+        ):
+            # sglang 0.5.23 srt/arg_groups/kv_shard_hook.py:326-331
+            log.warning(
+                "Prefill CUDA graph (%s) is incompatible with --enable-kv-cache-sharding; "
+                "disabling it.",
+                graphs.PREFILL_BACKEND,
+            )
+        algorithm = str(options.get("speculative_algorithm") or "").upper()
+        if algorithm == "DFLASH" and not options.get("speculative_draft_model_path"):
+            return exit_with_traceback(
+                log, crashes.DFLASH_WITHOUT_DRAFT.lines, cleanup=self.cleanup
+            )
+        crash = options.fault("crash-at-load")
+        entry = crashes.LOAD_CRASHES.get(crash.arg or "oom") if crash else None
+        if entry is not None and not entry.in_scheduler:
+            return exit_with_traceback(log, self.crash_lines(entry), cleanup=self.cleanup)
+        return None
+
+    def crash_lines(self, crash: crashes.Crash) -> list[str]:
+        return crashes.fill(
+            crash.lines,
+            model=str(self.options.get("model_path")),
+            mem_fraction_static=float(self.options.get("mem_fraction_static") or 0.85),
         )
-        if crash_kind == "notfound":
-            return self.fail_at_load("notfound")
+
+    def fail_in_scheduler(self, crash: crashes.Crash) -> NoReturn:
+        """A scheduler raises: it logs the traceback and SIGQUITs the leader."""
+        self.ranks.first(logging.ERROR, "\n".join(self.crash_lines(crash)))
+        die_by_sigquit(log, serving=self.serving, cleanup=self.cleanup)
+
+    def on_sigquit(self) -> None:
+        die_by_sigquit(log, serving=self.serving, cleanup=self.cleanup)
+
+    async def load(self) -> None:
+        """The schedulers' load phases, each line logged by every rank with its prefix; a
+        scheduler crash fault ends the process there, as SGLang does."""
+        options = self.options
+        crash = options.fault("crash-at-load")
+        entry = crashes.LOAD_CRASHES.get(crash.arg or "oom") if crash else None
+        fails = entry if entry is not None and entry.in_scheduler else None
+        slow = 4.0 if options.fault("slow-start") else 1.0
+        model = self.model
+        each = self.ranks.each
+        info = logging.INFO
+        # sglang 0.5.23 srt/distributed/bootstrap.py:115, 190
+        init_s = (0.4 + 0.05 * self.tp) * slow
+        each(info, "Init parallel begin.")
+        await self.clock.sleep(init_s)
+        if fails and fails.stage == "init":
+            self.fail_in_scheduler(fails)
+        each(info, f"Init parallel ends. elapsed={init_s:.2f} s")
+        # sglang 0.5.23 srt/model_executor/model_runner.py:1272-1274, 1373-1380
+        weights_per_gpu = model.size_gb * 1e9 / self.tp
+        each(info, f"Load weight begin. avail mem={GPU_MEMORY_BYTES / 2**30 - 0.6:.2f} GB")
+        if fails and fails.stage == "weights":
+            self.fail_in_scheduler(fails)
         load_s = (1.5 + model.size_gb / (self.tp * 12.0)) * slow
         steps = 5
         for step in range(1, steps + 1):
             await self.clock.sleep(load_s / steps)
             self.publisher.set_memory(weights_per_gpu * step / steps)
             self.publisher.publish()
-        log.info(
-            "Load weight end. elapsed=%.2f s, type=%s, avail mem=%.2f GB, mem usage=%.2f GB.",
-            load_s,
-            model.hf_architecture,
-            (GPU_MEMORY_BYTES - weights_per_gpu) / 2**30,
-            weights_per_gpu / 2**30,
-            extra=sched,
+        each(
+            info,
+            f"Load weight end. elapsed={load_s:.2f} s, type={model.hf_architecture}, "
+            f"avail mem={(GPU_MEMORY_BYTES - weights_per_gpu) / 2**30:.2f} GB, "
+            f"mem usage={weights_per_gpu / 2**30:.2f} GB.",
         )
-        if crash_kind == "oom":
+        if fails:
             await self.clock.sleep(0.3)
-            return self.fail_at_load("oom")
-        fraction = float(self.options.get("mem_fraction_static") or 0.85)
+            self.fail_in_scheduler(fails)
+        fraction = float(options.get("mem_fraction_static") or 0.85)
         pool = max(0.0, GPU_MEMORY_BYTES * fraction - weights_per_gpu)
         await self.clock.sleep(0.5 * slow)
-        self.publisher.set_memory(weights_per_gpu + pool)
+        used = weights_per_gpu + pool
+        self.publisher.set_memory(used)
         self.publisher.publish()
-        log.info(
-            "Memory pool end. avail mem=%.2f GB",
-            (GPU_MEMORY_BYTES - weights_per_gpu - pool) / 2**30,
-            extra=sched,
-        )
-        capture_s = (1.2 + (0.8 if self.options.get("speculative_algorithm") else 0.0)) * slow
-        log.info(
-            "Capture decode CUDA graph begin. This can take up to several minutes. "
-            "avail mem=%.2f GB",
-            (GPU_MEMORY_BYTES - weights_per_gpu - pool) / 2**30,
-            extra=sched,
-        )
-        await self.clock.sleep(capture_s)
-        self.publisher.set_memory(weights_per_gpu + pool + 0.6e9)
-        self.publisher.publish()
-        log.info(
-            "Capture decode CUDA graph end. elapsed=%.2f s, mem usage=0.60 GB. avail mem=%.2f GB.",
-            capture_s,
-            (GPU_MEMORY_BYTES - weights_per_gpu - pool - 0.6e9) / 2**30,
-            extra=sched,
-        )
+        # sglang 0.5.23 srt/mem_cache/kv_cache_configurator.py:499-502
+        each(info, f"Memory pool end. avail mem={(GPU_MEMORY_BYTES - used) / 2**30:.2f} GB")
+        if graphs.prefill_disabled(options):
+            each(info, graphs.PREFILL_DISABLED)
+        for capture in graphs.plan_captures(
+            options,
+            max_running=int(options.get("max_running_requests") or 0)
+            or (SPEC_DEFAULT_MAX_RUNNING if options.get("speculative_algorithm") else 256),
+            draft_tokens=int(
+                options.get("speculative_num_draft_tokens")
+                or int(options.get("speculative_num_steps") or 3) + 1
+            ),
+            slow=slow,
+        ):
+            line = self.ranks.first if capture.rank0_only else each
+            avail = (GPU_MEMORY_BYTES - used) / 2**30
+            line(info, capture.begin.format(avail=avail))
+            await self.clock.sleep(capture.seconds)
+            used += capture.mem_gb * 2**30
+            self.publisher.set_memory(used)
+            self.publisher.publish()
+            line(
+                info,
+                capture.end.format(
+                    elapsed=capture.seconds,
+                    usage=capture.mem_gb,
+                    after=(GPU_MEMORY_BYTES - used) / 2**30,
+                ),
+            )
         self.pool_bytes_total = pool * self.tp
-        return None
 
     def build_state(self) -> SimState:
         options = self.options
@@ -365,44 +402,83 @@ class SimServer:
         return sock
 
     async def warmup(self, state: SimState) -> None:
-        """Like SGLang's warmup thread: one real streamed request to our own /generate."""
+        """SGLang's warmup (sglang 0.5.23 srt/entrypoints/http_server.py:2360-2445): GET
+        /model_info, then one non-streaming request of 8 tokens at temperature 0: /generate
+        with a text prompt, or /v1/chat/completions with an image for a model that reports
+        image understanding. A failed warmup kills the server (:2531-2535)."""
         if self.options.get("skip_server_warmup"):
             return
+        key = state.api_key
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        status, reply = await self._request("GET", "/model_info", None, headers)
+        info = json.loads(reply) if status == 200 else {}
+        path = "/generate"
+        # SGLang sends one prompt per DP rank as a batch; the simulator's /generate takes one.
+        body: dict[str, Any] = {
+            "sampling_params": {"temperature": 0, "max_new_tokens": 8},
+            "text": "The capital city of France is",
+        }
+        if isinstance(info, dict) and info.get("has_image_understanding"):
+            path = "/v1/chat/completions"
+            body = {
+                "model": self.served_name,
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "image_url", "image_url": {"url": WARMUP_IMAGE}},
+                            {"type": "text", "text": "Describe the image."},
+                        ],
+                    }
+                ],
+                "max_tokens": 8,
+                "stream": False,
+                "temperature": 0.0,
+            }
+        status, reply = await self._request("POST", path, body, headers)
+        if status != 200 and not self.options.fault("http-500"):
+            log.error(
+                "Initialization failed. warmup error: Traceback (most recent call last):\n"
+                f'  File "{crashes.SGLANG}/srt/entrypoints/http_server.py", line 2501, in '
+                "_execute_server_warmup\n"
+                '    assert res.status_code == 200, f"{res.text}"\n'
+                f"AssertionError: {reply.decode(errors='replace')}\n"
+            )
+            die_by_kill_tree(log, cleanup=self.cleanup)
+        await self.clock.sleep(0.3)
+
+    async def _request(
+        self, method: str, path: str, body: dict[str, Any] | None, headers: dict[str, str]
+    ) -> tuple[int, bytes]:
+        """One HTTP/1.1 request to this server: (status, body)."""
         host = str(self.options.get("host") or "127.0.0.1")
         if host in ("0.0.0.0", "::"):
             host = "127.0.0.1"
         port = int(self.options.get("port") or 30000)
-        body = json.dumps(
-            {
-                "input_ids": [0] * 8,
-                "stream": True,
-                "rid": WARMUP_RID,
-                "sampling_params": {"max_new_tokens": 8, "ignore_eos": True},
-            }
-        ).encode()
-        headers = {
-            "Content-Type": "application/json",
-            "Content-Length": str(len(body)),
+        data = json.dumps(body).encode() if body is not None else b""
+        head = {
             "Host": f"{host}:{port}",
             "Connection": "close",
+            "Content-Length": str(len(data)),
+            **({"Content-Type": "application/json"} if body is not None else {}),
+            **headers,
         }
-        key = state.api_key
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        head = (
-            "POST /generate HTTP/1.1\r\n"
-            + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-            + "\r\n"
+        request = f"{method} {path} HTTP/1.1\r\n" + "".join(
+            f"{k}: {v}\r\n" for k, v in head.items()
         )
         reader, writer = await asyncio.open_connection(host, port)
         try:
-            writer.write(head.encode() + body)
+            writer.write(request.encode() + b"\r\n" + data)
             await writer.drain()
-            while await reader.read(65536):
-                pass
+            raw = await reader.read()
         finally:
             writer.close()
-        await self.clock.sleep(0.3)
+        header, _, content = raw.partition(b"\r\n\r\n")
+        try:
+            status = int(header.split(b" ", 2)[1])
+        except (IndexError, ValueError):
+            status = 0
+        return status, content
 
     async def publish_loop(self, state: SimState) -> None:
         while True:
@@ -413,12 +489,20 @@ class SimServer:
 
     async def on_fault(self, kind: str) -> None:
         if kind == "crash-mid-stream":
-            for line in crashes.MID_STREAM_CRASH:
-                log.error(line, extra={"scheduler": True})
-            sys.stdout.flush()
-            self.kill_children()
-            self.publisher.withdraw()
-            os.kill(os.getpid(), signal.SIGKILL)
+            self.fail_in_scheduler(crashes.Crash(tuple(crashes.MID_STREAM_CRASH), True, "serve"))
+
+    async def runtime_oom(self, state: SimState, after_tokens: float) -> None:
+        """The runtime-oom fault: once `after_tokens` tokens were decoded after warmup, a decode
+        allocation fails in the scheduler (crashes.runtime_oom) and the serving-phase SIGQUIT
+        path ends the server."""
+        start = sum(e.tokens_in_steps for e in state.engines)
+        while sum(e.tokens_in_steps for e in state.engines) - start < after_tokens:
+            await asyncio.sleep(0.02)
+        running = sum(len(e.running) for e in state.engines)
+        logged, exception = crashes.runtime_oom(max(1, running), 0)
+        self.ranks.first(logging.ERROR, logged)
+        self.ranks.first(logging.ERROR, exception)
+        die_by_sigquit(log, serving=True, cleanup=self.cleanup)
 
     def hang(self) -> None:
         """Stop answering but stay alive: block the event loop for good."""
@@ -428,29 +512,45 @@ class SimServer:
             time.sleep(3600)
 
     async def drain(self, state: SimState) -> None:
-        """SIGTERM after warmup: refuse new work, wait for running requests, then exit."""
+        """SIGTERM after warmup (sglang 0.5.23 srt/managers/tokenizer_manager.py:4066-4070, a
+        loop signal handler called without arguments): refuse new work, report what remains
+        every 5 s until nothing does (:3508-3534), kill the children (:3554), exit 0."""
         if state.status is Status.DRAINING:
             return
         state.status = Status.DRAINING
-        log.info("Received SIGTERM. Draining requests and shutting down...")
-        while not state.idle:
+        log.warning(
+            "SIGTERM received. signum=None frame=None. Draining requests and shutting down..."
+        )
+        while True:
+            remaining_rids = [r.rid for e in state.engines for r in (*e.running, *e.waiting)]
+            log.info(
+                f"Gracefully exiting... Remaining number of requests {len(remaining_rids)}. "
+                f"Remaining requests {remaining_rids=}."
+            )
+            if state.idle:
+                break
             await self.clock.sleep(5.0) if self.options.speed else await asyncio.sleep(0.05)
-        log.info("Gracefully exiting... remaining number of requests 0")
+        log.info(crashes.kill_process_tree_line(os.getpid(), False))
         self.stopping.set()
 
     async def run(self) -> int:
+        failure = self.resolve()
+        if failure is not None:
+            return failure
         self.log_arguments()
         self.spawn_children()
+        # SIGQUIT from a failing child (sglang 0.5.23 srt/entrypoints/engine.py:1968-1981).
+        asyncio.get_running_loop().add_signal_handler(signal.SIGQUIT, self.on_sigquit)
         try:
-            failure = await self.load()
-            if failure is not None:
-                return failure
+            await self.load()
             state = self.build_state()
             self.state = state
             sock = self.bind()
             if sock is None:
-                self.kill_children()
-                return 1
+                # uvicorn's STARTUP_FAILURE exit (uvicorn config.py:81), then launch_server's
+                # `finally` (sglang 0.5.23 launch_server.py:83-86).
+                exit_with_traceback(log, [], cleanup=self.cleanup)
+                return 3
             tasks = [asyncio.create_task(engine.run()) for engine in state.engines]
             tasks.append(asyncio.create_task(self.publish_loop(state)))
             app = build_app(state, self.on_fault)
@@ -466,6 +566,7 @@ class SimServer:
             serving = asyncio.create_task(server.serve(sockets=[sock]))
             while not server.started and not serving.done():
                 await asyncio.sleep(0.01)
+            self.serving = True
             loop = asyncio.get_running_loop()
             await self.warmup(state)
             loop.add_signal_handler(
@@ -481,6 +582,9 @@ class SimServer:
             if hang:
                 speed = self.options.speed or 1.0
                 loop.call_later(hang.number(1.0) / speed, self.hang)
+            oom = self.options.fault("runtime-oom")
+            if oom:
+                tasks.append(asyncio.create_task(self.runtime_oom(state, oom.number(32.0))))
             reset = self.options.fault("metrics-reset")
             if reset:
                 tasks.append(asyncio.create_task(self._reset_loop(state, reset.number(5.0))))
@@ -515,7 +619,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         options = parse(args)
     except OptionsError as exc:
-        print("usage: sglang serve [-h] --model-path MODEL_PATH ...", file=sys.stderr)
+        # argparse's error(): usage, then the message, exit 2.
+        sys.stderr.write(exc.usage)
         print(f"sglang serve: error: {exc}", file=sys.stderr)
         return 2
     crash = options.fault("crash-at-load")
@@ -523,7 +628,7 @@ def main(argv: list[str] | None = None) -> int:
         for line in crashes.BAD_FLAG:
             print(line, file=sys.stderr)
         return 2
-    configure_logging(int(options.get("tp_size") or 1))
+    configure_logging(int(options.get("tp_size") or 1), int(options.get("dp_size") or 1))
     try:
         return _run(SimServer(options).run())
     except KeyboardInterrupt:

@@ -42,20 +42,88 @@ def test_slow_start_keeps_refusing_longer(tmp_path: Path):
     [
         ("oom", "torch.OutOfMemoryError: CUDA out of memory."),
         ("nccl", "torch.distributed.DistBackendError: NCCL error"),
-        ("import", "ImportError: cannot import name 'SparsityStructure' from 'compressed_tensors"),
-        ("notfound", "OSError: We couldn't connect to 'https://huggingface.co'"),
+        # sglang 0.5.23 srt/model_executor/pool_configurator.py:96
+        (
+            "kv-oom",
+            "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+            "Current value: mem_fraction_static=0.85",
+        ),
+        # sglang 0.5.23 srt/mem_cache/kv_cache_configurator.py:3394
+        (
+            "hybrid-oom",
+            "RuntimeError: Not enough GPU memory for hybrid (mamba/linear-attention) state cache",
+        ),
     ],
 )
-def test_crash_at_load_exits_before_binding(tmp_path: Path, kind: str, line: str):
-    sim = start_sim([*SMALL, "--sim-fault", f"crash-at-load:{kind}"], tmp_path=tmp_path, speed=20)
+def test_scheduler_crash_at_load_kills_the_tree_with_sigkill(tmp_path: Path, kind: str, line: str):
+    """A scheduler fails while loading: its traceback, the leader's launch-phase SIGQUIT line,
+    kill_process_tree, and the leader dies by its own SIGKILL (sglang 0.5.23
+    srt/managers/scheduler.py:6370-6373, srt/entrypoints/engine.py:1976-1980,
+    srt/utils/common.py:2546-2549)."""
+    sim = start_sim(
+        [*SMALL, "--tp-size", "2", "--sim-fault", f"crash-at-load:{kind}"],
+        tmp_path=tmp_path,
+        speed=20,
+    )
     try:
-        code = _wait_exit(sim)
-        assert code == 1
+        assert _wait_exit(sim) == -signal.SIGKILL
         with pytest.raises(httpx.ConnectError):
             httpx.get(f"{sim.url}/ready", timeout=1)
         log = sim.log()
+        assert "TP0] Scheduler hit an exception: Traceback (most recent call last):" in log
         assert line in log
+        sigquit = "] Received sigquit from a child process. It usually means the child failed."
+        assert sigquit in log
+        assert log.index(line) < log.index(sigquit) < log.index("] kill_process_tree called: ")
         assert "fired up" not in log
+        deadline = time.monotonic() + 5
+        while _group_members(sim.proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _group_members(sim.proc.pid) == []  # the children went with it
+    finally:
+        stop_sim(sim)
+
+
+@pytest.mark.parametrize(
+    ("kind", "lines"),
+    [
+        (
+            "import",
+            ["ImportError: cannot import name 'SparsityStructure' from 'compressed_tensors"],
+        ),
+        ("notfound", ["OSError: We couldn't connect to 'https://huggingface.co'"]),
+        # transformers 5.19 utils/hub.py:611-614
+        (
+            "gated",
+            [
+                "OSError: You are trying to access a gated repo.",
+                "Make sure to have access to it at "
+                "https://huggingface.co/meta-llama/Llama-3.1-8B-Instruct.",
+            ],
+        ),
+        # sglang 0.5.23 srt/utils/common.py:2429-2432 via srt/entrypoints/engine.py:1962
+        (
+            "version",
+            [
+                "Exception: sglang-kernel is installed with version 0.4.1, which is less than "
+                "the minimum required version 0.4.9."
+            ],
+        ),
+    ],
+)
+def test_leader_crash_at_load_exits_1_before_any_scheduler(
+    tmp_path: Path, kind: str, lines: list[str]
+):
+    sim = start_sim([*SMALL, "--sim-fault", f"crash-at-load:{kind}"], tmp_path=tmp_path, speed=20)
+    try:
+        assert _wait_exit(sim) == 1
+        log = sim.log()
+        for line in lines:
+            assert line in log
+        assert "Traceback (most recent call last):" in log
+        assert "Scheduler hit an exception" not in log
+        assert "Init parallel begin." not in log
+        assert "include_parent=False" in log  # launch_server's `finally`
     finally:
         stop_sim(sim)
 
@@ -95,7 +163,13 @@ def test_crash_mid_stream_cuts_the_stream_and_dies_by_sigkill(tmp_path: Path):
                     received += 1
         assert 1 <= received < 200
         assert _wait_exit(sim) == -signal.SIGKILL
-        assert "CUDA error: an illegal memory access was encountered" in sim.log()
+        log = sim.log()
+        assert "CUDA error: an illegal memory access was encountered" in log
+        # The serving-phase handler (sglang 0.5.23 srt/managers/tokenizer_manager.py:4072-4074).
+        assert (
+            "SIGQUIT received. signum=None, frame=None. It usually means one child failed." in log
+        )
+        assert "Received sigquit from a child process" not in log
     finally:
         stop_sim(sim)
 
@@ -187,7 +261,7 @@ def test_port_in_use_fails_after_loading(tmp_path: Path):
         port = holder.getsockname()[1]
         sim = start_sim(SMALL, tmp_path=tmp_path, port=port, speed=20)
         try:
-            assert _wait_exit(sim) == 1
+            assert _wait_exit(sim) == 3  # uvicorn's STARTUP_FAILURE
         finally:
             stop_sim(sim)
     log = sim.log()
@@ -270,4 +344,10 @@ def test_sigterm_after_ready_drains_running_requests(tmp_path: Path):
         rest = [json.loads(line[6:]) for line in lines if line.startswith("data: {")]
         assert rest[-1]["meta_info"]["completion_tokens"] == 60
         assert _wait_exit(sim) == 0
-    assert "Gracefully exiting" in sim.log()
+    log = sim.log()
+    # sglang 0.5.23 srt/managers/tokenizer_manager.py:4066-4070, 3530-3532
+    assert (
+        "] SIGTERM received. signum=None frame=None. Draining requests and shutting down..." in log
+    )
+    assert "Gracefully exiting... Remaining number of requests 1. Remaining requests " in log
+    assert "Gracefully exiting... Remaining number of requests 0. Remaining requests " in log
