@@ -68,9 +68,13 @@ def _argv_of(raw: bytes) -> tuple[str, ...]:
 
 
 def entry_kind(argv: tuple[str, ...]) -> str | None:
-    """`launch_server` or `serve` when argv starts SGLang's server, else None."""
+    """`launch_server` or `serve` when argv starts SGLang's server, else None. The entry
+    must follow a Python interpreter (or be the program itself), so an editor or `tail` on
+    `sglang/launch_server.py` is not taken for a server."""
     for index, arg in enumerate(argv):
         following = argv[index + 1] if index + 1 < len(argv) else ""
+        if index and not any(os.path.basename(a).startswith("python") for a in argv[:index]):
+            continue
         if arg == "-m" and following == LAUNCH_MODULE:
             return "launch_server"
         if arg.endswith("sglang/launch_server.py"):

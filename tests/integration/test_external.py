@@ -305,6 +305,11 @@ def test_argv_defaults_and_forms():
     assert entry_kind(("/venv/bin/python", "/venv/bin/sglang", "serve", "m")) == "serve"
     assert entry_kind(("python", "-m", "sglang_router.launch_server")) is None
     assert entry_kind(("grep", "sglang.launch_server")) is None
+    assert entry_kind(("vim", "/src/sglang/launch_server.py")) is None
+    assert entry_kind(("python", "/src/sglang/launch_server.py")) == "launch_server"
+    assert entry_kind(("uv", "run", "python", "-u", "-m", "sglang.launch_server")) == (
+        "launch_server"
+    )
 
 
 def test_hand_started_simulator_is_external_and_left_alone(tmp_path: Path):
