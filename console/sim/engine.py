@@ -11,7 +11,7 @@ import asyncio
 import logging
 import random
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -56,6 +56,10 @@ class SimRequest:
     aborted: bool = False
     first_sent_at: float | None = None
     record: FinishedRecord | None = None
+    priority: str = "None"
+    """The request's priority as its metric label reads it (`str(req.priority)`)."""
+    reasoning_tokens: int = 0
+    """Leading output tokens that are thinking (with `--reasoning-parser`)."""
 
     @property
     def done(self) -> bool:
@@ -137,6 +141,7 @@ class Engine:
         while True:
             if self.idle:
                 self.timer.idle()
+                self.stats.on_idle(self.rank, self.clock.now())
                 self._wake.clear()
                 await self._wake.wait()
                 continue
@@ -173,7 +178,6 @@ class Engine:
         self.busy_sim_s += duration
         self.tokens_in_steps += tokens
         now = self.clock.now()
-        self.stats.on_prefill(self.rank, tokens)
         log.info(
             "Prefill batch, #new-seq: %d, #new-token: %d, #cached-token: 0, token usage: "
             "%.2f, #running-req: %d, #queue-req: %d",
@@ -190,7 +194,7 @@ class Engine:
             request.first_token_at = now
             if request.log_metrics:
                 self.stats.on_first_token(
-                    request.streaming, now - request.arrival, start - request.arrival
+                    request.streaming, now - request.arrival, start - request.arrival, self.rank
                 )
             self._emit(request, 1, now)
             if request.generated >= request.target:
@@ -198,6 +202,7 @@ class Engine:
             else:
                 self.running.append(request)
         self._publish_load()
+        self.stats.on_prefill(self.rank, tokens, now)
         if self.on_step:
             self.on_step(self, now)
 
@@ -240,8 +245,8 @@ class Engine:
         for (gap, committed), requests in gaps.items():
             self.stats.on_chunk(gap, committed, requests)
         self.running = [r for r in self.running if not r.done]
-        ticked = self.stats.on_decode_step(self.rank, committed_total, stepped, accepted_total, now)
         self._publish_load()
+        ticked = self.stats.on_decode_step(self.rank, committed_total, stepped, accepted_total, now)
         if ticked:
             self._log_decode_tick()
         if self.on_step:
@@ -279,17 +284,27 @@ class Engine:
         request.event.set()
 
     def _publish_load(self) -> None:
+        running_parts: dict[str, int] | None = None
+        queued_parts: dict[str, int] | None = None
+        if self.stats.priority_scheduling:
+            running_parts = _by_priority(self.running)
+            queued_parts = _by_priority(self.waiting)
         self.stats.set_load(
-            self.rank, len(self.running), len(self.waiting), self.used_tokens, self.max_total_tokens
+            self.rank,
+            len(self.running),
+            len(self.waiting),
+            self.used_tokens,
+            self.max_total_tokens,
+            running_parts,
+            queued_parts,
         )
 
     def _log_decode_tick(self) -> None:
-        labels = self.stats.scheduler_labels(self.rank)
+        totals = self.stats.ranks[self.rank]
         spec = ""
         if self.decode.speculative:
             spec = (
-                f"accept len: {self.stats.spec_accept_length.get(labels):.2f}, "
-                f"accept rate: {self.stats.spec_accept_rate.get(labels):.2f}, "
+                f"accept len: {totals.accept_length:.2f}, accept rate: {totals.accept_rate:.2f}, "
             )
         log.info(
             "Decode batch, #running-req: %d, #token: %d, token usage: %.2f, %scuda graph: "
@@ -298,7 +313,16 @@ class Engine:
             self.used_tokens,
             self.used_tokens / max(1, self.max_total_tokens),
             spec,
-            self.stats.gen_throughput.get(labels),
+            self.stats.ranks[self.rank].last_gen_throughput,
             len(self.waiting),
             extra=SCHEDULER,
         )
+
+
+def _by_priority(requests: Iterable[SimRequest]) -> dict[str, int]:
+    """Requests per priority, as `QueueCount.from_reqs` counts them
+    (sglang 0.5.23 srt/observability/metrics_collector.py:66-76)."""
+    counts: dict[str, int] = {}
+    for request in requests:
+        counts[request.priority] = counts.get(request.priority, 0) + 1
+    return counts

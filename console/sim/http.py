@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import math
+import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -21,12 +22,33 @@ from console.sim.state import SimState, Status
 from console.sim.text import dumps
 
 log = logging.getLogger("sglang.sim")
+# Always open, by prefix (sglang 0.5.23 srt/utils/auth.py:101-105).
 OPEN_PREFIXES = ("/health", "/ready", "/metrics")
+# The simulator's ADMIN_OPTIONAL routes (srt/entrypoints/http_server.py:1025-1026).
+ADMIN_OPTIONAL_PATHS = frozenset({"/flush_cache"})
 WARMUP_RID = "sim-warmup"
 
 
+def auth_allows(
+    path: str, method: str, header: str, api_key: str | None, admin_key: str | None
+) -> bool:
+    """SGLang's `decide_request_auth` for the simulator's routes (srt/utils/auth.py:90-151):
+    probes are open; an ADMIN_OPTIONAL route takes only the admin key when one is set, else
+    the API key, else anyone; every other route takes the API key when one is set."""
+    if method == "OPTIONS" or path.startswith(OPEN_PREFIXES):
+        return True
+    if path in ADMIN_OPTIONAL_PATHS and admin_key:
+        expected: str | None = admin_key
+    else:
+        expected = api_key
+    if not expected:
+        return True
+    scheme, _, token = header.partition(" ")
+    return scheme.lower() == "bearer" and secrets.compare_digest(token, expected)
+
+
 class ApiKeyMiddleware:
-    """`--api-key` protects everything but health, readiness and metrics (as SGLang does)."""
+    """`--api-key` and `--admin-api-key` as SGLang's middleware applies them."""
 
     def __init__(self, app: ASGIApp, state: SimState) -> None:
         self.app = app
@@ -35,18 +57,12 @@ class ApiKeyMiddleware:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # The earliest moment the server knows of a request (ground truth for TTFT).
         scope["sim_received"] = self.state.clock.now()
-        key = self.state.api_key
-        if (
-            scope["type"] != "http"
-            or not key
-            or scope["method"] == "OPTIONS"
-            or scope["path"].startswith(OPEN_PREFIXES)
-        ):
+        state = self.state
+        if scope["type"] != "http" or not (state.api_key or state.admin_api_key):
             await self.app(scope, receive, send)
             return
         header = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() == "bearer" and token == key:
+        if auth_allows(scope["path"], scope["method"], header, state.api_key, state.admin_api_key):
             await self.app(scope, receive, send)
             return
         await JSONResponse({"error": "Unauthorized"}, status_code=401)(scope, receive, send)
@@ -67,11 +83,19 @@ def build_app(state: SimState, on_fault: Callable[[str], Awaitable[None]]) -> AS
         Route("/v1/completions", handlers.completions, methods=["POST"]),
         Route("/v1/chat/completions", handlers.chat, methods=["POST"]),
         Route("/flush_cache", handlers.flush_cache, methods=["GET", "POST"]),
-        Route("/metrics", handlers.metrics, methods=["GET"]),
         Route("/sim/stats", handlers.sim_stats, methods=["GET"]),
     ]
-    app = Starlette(routes=routes)
+    if state.options.get("enable_metrics"):
+        # Without --enable-metrics there is no /metrics route at all: a 404
+        # (sglang 0.5.23 srt/entrypoints/http_server.py:313-316, srt/utils/common.py:2843-2853).
+        routes.append(Route("/metrics", handlers.metrics, methods=["GET"]))
+    app = Starlette(routes=routes, exception_handlers={404: _not_found})
     return ApiKeyMiddleware(app, state)
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    """FastAPI's 404 body, as a real SGLang server answers an unknown path."""
+    return JSONResponse({"detail": "Not Found"}, status_code=404)
 
 
 def _error(status: int, message: str, kind: str = "BadRequestError") -> JSONResponse:
@@ -178,7 +202,10 @@ class Handlers:
                 'sglang:gen_throughput{model_name="x" 12\n'
                 "<html><body>upstream error</body></html>\n"
             )
-        state.stats.decay(state.clock.now())
+        now = state.clock.now()
+        for engine in state.engines:
+            if engine.idle:
+                state.stats.on_idle(engine.rank, now)
         text = state.stats.render()
         if state.options.fault("metrics-nan"):
             text = _poison(text)
@@ -286,6 +313,7 @@ class Handlers:
             streaming=stream,
             rid=body.get("rid"),
             arrival=received,
+            priority=body.get("priority"),
         )
         engine = self.state.submit(sim_request)
         if not stream:
@@ -395,7 +423,10 @@ class Handlers:
             ignore_eos=bool(body.get("ignore_eos")),
             streaming=stream,
             arrival=received,
+            priority=body.get("priority"),
         )
+        if chat and self.state.reasoning_parser and body.get("separate_reasoning", True):
+            sim_request.reasoning_tokens = thinking_tokens(sim_request.target)
         engine = self.state.submit(sim_request)
         spec_details = bool(body.get("return_spec_tokens_details"))
         if not stream:
@@ -425,41 +456,57 @@ class Handlers:
         self, req: SimRequest, engine: Engine, chat: bool, include_usage: bool, spec_details: bool
     ) -> AsyncIterator[str]:
         head = self._openai_head(req, chat)
+        # Chat deltas always carry `reasoning_content` (null when not thinking), and a
+        # chunk has no `usage` key unless it has usage (sglang 0.5.23
+        # srt/entrypoints/openai/sse_utils.py:13-50, serving_chat.py:2583-2600).
+        tail = '"logprobs":null,"finish_reason":null,"matched_stop":null}]}\n\n'
         try:
             if chat:
                 yield (
-                    f'data: {{{head},"choices":[{{"index":0,"delta":{{"role":"assistant",'
-                    f'"content":""}},"logprobs":null,"finish_reason":null,'
-                    f'"matched_stop":null}}],"usage":null}}\n\n'
+                    f'data: {{{head},"choices":[{{"index":0,"delta":{{"reasoning_content":null,'
+                    f'"role":"assistant","content":""}},{tail}'
                 )
-            previous_end = 0
+            done = 0
+            thinking = req.reasoning_tokens
+            text, ends = req.tokens, req.tokens.text_ends
             async for chunks, _last in _chunks(req):
                 await self._maybe_crash(req)
                 self._mark_sent(req)
                 parts = []
                 for chunk in chunks:
-                    end = req.tokens.text_ends[chunk.completion_tokens]
-                    piece = req.tokens.text[previous_end:end]
-                    previous_end = end
-                    if chat:
-                        choice = (
-                            f'{{"index":0,"delta":{{"content":"{piece}"}},"logprobs":null,'
-                            f'"finish_reason":null,"matched_stop":null}}'
+                    count = chunk.completion_tokens
+                    if not chat:
+                        piece = text.text[ends[done] : ends[count]]
+                        parts.append(
+                            f'data: {{{head},"choices":[{{"index":0,"text":"{piece}",{tail}'
                         )
-                    else:
-                        choice = (
-                            f'{{"index":0,"text":"{piece}","logprobs":null,'
-                            f'"finish_reason":null,"matched_stop":null}}'
+                        done = count
+                        continue
+                    # A step that crosses the end of thinking yields its reasoning part,
+                    # then its content part (serving_chat.py:973-1000).
+                    if done < thinking:
+                        upto = min(count, thinking)
+                        piece = text.text[ends[done] : ends[upto]]
+                        parts.append(
+                            f'data: {{{head},"choices":[{{"index":0,"delta":'
+                            f'{{"reasoning_content":"{piece}"}},{tail}'
                         )
-                    parts.append(f'data: {{{head},"choices":[{choice}],"usage":null}}\n\n')
+                        done = upto
+                    if count > done:
+                        piece = text.text[ends[done] : ends[count]]
+                        parts.append(
+                            f'data: {{{head},"choices":[{{"index":0,"delta":'
+                            f'{{"reasoning_content":null,"content":"{piece}"}},{tail}'
+                        )
+                        done = count
                 yield "".join(parts)
             if req.aborted:
                 return
             reason = "length" if (req.finish_reason or {}).get("type") == "length" else "stop"
-            delta = '"delta":{}' if chat else '"text":""'
+            delta = '"delta":{"reasoning_content":null}' if chat else '"text":""'
             yield (
                 f'data: {{{head},"choices":[{{"index":0,{delta},"logprobs":null,'
-                f'"finish_reason":"{reason}","matched_stop":null}}],"usage":null}}\n\n'
+                f'"finish_reason":"{reason}","matched_stop":null}}]}}\n\n'
             )
             if spec_details and self.state.decode.speculative and req.verify_ct:
                 details = dumps({"spec_tokens_details": self._spec_details(req)})
@@ -474,6 +521,9 @@ class Handlers:
     def _openai_whole(self, req: SimRequest, chat: bool, spec_details: bool) -> dict[str, Any]:
         reason = "length" if (req.finish_reason or {}).get("type") == "length" else "stop"
         text = req.tokens.text_upto(req.generated)
+        thinking = req.tokens.text_upto(min(req.reasoning_tokens, req.generated))
+        if req.reasoning_tokens:
+            text = text[len(thinking) :]
         choice: dict[str, Any] = {
             "index": 0,
             "logprobs": None,
@@ -481,7 +531,11 @@ class Handlers:
             "matched_stop": None,
         }
         if chat:
-            choice["message"] = {"role": "assistant", "content": text}
+            choice["message"] = {
+                "role": "assistant",
+                "content": text,
+                "reasoning_content": thinking if req.reasoning_tokens else None,
+            }
         else:
             choice["text"] = text
         result: dict[str, Any] = {
@@ -502,8 +556,16 @@ def _usage(req: SimRequest) -> dict[str, Any]:
         "prompt_tokens": req.input_len,
         "completion_tokens": req.generated,
         "total_tokens": req.input_len + req.generated,
-        "reasoning_tokens": 0,
+        "reasoning_tokens": min(req.reasoning_tokens, req.generated),
     }
+
+
+def thinking_tokens(target: int) -> int:
+    """How many of a chat answer's `target` tokens a thinking model spends reasoning: the
+    first three quarters, leaving at least one answer token."""
+    if target < 2:
+        return 0
+    return min(target - 1, max(1, target * 3 // 4))
 
 
 def _count_tokens(text: str) -> int:

@@ -26,6 +26,13 @@ class Status(Enum):
     DRAINING = "Draining"
 
 
+# /server_info's `status` is the scheduler's init report, "ready" once it is serving
+# (sglang 0.5.23 srt/managers/scheduler.py:1944); the Status above is /ready's view.
+SERVER_INFO_STATUS = "ready"
+# Flags of the simulator itself, left out of `launch_command` (SGLang never saw them).
+SIM_ONLY_FLAGS = ("--sim-speed", "--sim-seed", "--sim-fault")
+
+
 @dataclass
 class SimState:
     options: SimOptions
@@ -46,10 +53,31 @@ class SimState:
     _dispatch: itertools.count[int] = field(default_factory=itertools.count)
     rng: random.Random = field(default_factory=random.Random)
 
+    def __post_init__(self) -> None:
+        self.stats.priority_scheduling = bool(self.options.get("enable_priority_scheduling"))
+
     @property
     def api_key(self) -> str | None:
         key = self.options.get("api_key")
         return str(key) if key else None
+
+    @property
+    def admin_api_key(self) -> str | None:
+        key = self.options.get("admin_api_key")
+        return str(key) if key else None
+
+    @property
+    def reasoning_parser(self) -> str | None:
+        parser = self.options.get("reasoning_parser")
+        return str(parser) if parser else None
+
+    def priority_label(self, given: object) -> str:
+        """A request's priority as its metric label: its own, else `--default-priority-value`,
+        else None, which SGLang labels "None" (metrics_collector.py:66-76)."""
+        if isinstance(given, int) and not isinstance(given, bool):
+            return str(given)
+        default = self.options.get("default_priority_value")
+        return str(default) if isinstance(default, int) else "None"
 
     @property
     def ready(self) -> bool:
@@ -65,6 +93,7 @@ class SimState:
         rid: str | None = None,
         log_metrics: bool = True,
         arrival: float | None = None,
+        priority: object = None,
     ) -> SimRequest:
         number = next(self._rid)
         stop_at = max_new
@@ -80,6 +109,7 @@ class SimState:
             tokens=TokenStream(self.options.seed * 7919 + number, self.model.vocab),
             arrival=self.clock.now() if arrival is None else arrival,
             log_metrics=log_metrics,
+            priority=self.priority_label(priority),
         )
 
     def submit(self, request: SimRequest) -> Engine:
@@ -92,10 +122,19 @@ class SimState:
         return all(engine.idle for engine in self.engines)
 
     def server_info(self) -> dict[str, Any]:
+        """The flat resolved arguments, `launch_command`, the scheduler's info and per-DP
+        internal states (sglang 0.5.23 srt/utils/common.py:3584-3593,
+        srt/entrypoints/http_server.py:863-893). Secrets are in clear, as real SGLang
+        serves them (`resolved_dict`, srt/server_args.py:316-333)."""
+        pp = self.options.get("pp_size")
+        world_size = self.dp * self.tp * (pp if isinstance(pp, int) and pp > 0 else 1)
         internal_states = []
         for engine in self.engines:
             state: dict[str, Any] = {
-                "world_size": self.tp,
+                # compute_world_size = dp * tp * pp (srt/server_args.py:581-589,
+                # srt/managers/scheduler_components/internal_state.py:65-71).
+                "world_size": world_size,
+                "startup_time": self.startup_time,
                 "effective_max_running_requests_per_dp": self.max_running,
                 "last_gen_throughput": self.stats.ranks[engine.rank].last_gen_throughput,
                 "memory_usage": {
@@ -110,10 +149,17 @@ class SimState:
             if average is not None:
                 state["avg_spec_accept_length"] = average
             internal_states.append(state)
+        resolved = dict(self.resolved_args)
+        resolved["api_key"] = self.api_key
+        resolved["admin_api_key"] = self.admin_api_key
+        algorithm = resolved.get("speculative_algorithm")
+        if algorithm in ("NEXTN", "EAGLE"):
+            # NEXTN is an alias resolved to EAGLE (srt/arg_groups/speculative_hook.py:109-116).
+            resolved["speculative_algorithm"] = "EAGLE"
         return {
-            **self.resolved_args,
-            "launch_command": redacted_command(self.options.argv),
-            "status": self.status.value,
+            **resolved,
+            "launch_command": launch_command(self.options.argv),
+            "status": SERVER_INFO_STATUS,
             "max_total_num_tokens": self.max_total_tokens,
             "max_req_input_len": self.model.context_len - 1,
             "startup_time": self.startup_time,
@@ -129,21 +175,19 @@ class SimState:
         }
 
 
-def redacted_command(argv: tuple[str, ...]) -> str:
-    out = []
-    hide_next = False
+def launch_command(argv: tuple[str, ...]) -> str:
+    """The arguments as given, joined by spaces, without the interpreter or module, API keys
+    in clear; only a watermark config is redacted (sglang 0.5.23 srt/server_args.py:711-719,
+    srt/sampling/watermarking/core.py:110-134)."""
+    out: list[str] = []
+    skip_next = False
     for token in argv:
-        if hide_next:
-            out.append("***")
-            hide_next = False
+        if skip_next:
+            skip_next = False
             continue
-        flag, _, value = token.partition("=")
-        if flag in ("--api-key", "--admin-api-key"):
-            if value:
-                out.append(f"{flag}=***")
-            else:
-                out.append(flag)
-                hide_next = True
+        flag = token.partition("=")[0]
+        if flag in SIM_ONLY_FLAGS:
+            skip_next = "=" not in token
             continue
         out.append(token)
-    return " ".join(["python3", "-m", "sglang.launch_server", *out])
+    return " ".join(out)

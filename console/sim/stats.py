@@ -63,11 +63,16 @@ ITL_BUCKETS = (
     6.000,
     8.000,
 )
+# sglang 0.5.23 srt/observability/metrics_collector.py:837-882 (scheduler labels).
 QUEUE_BUCKETS = (
     0.0,
-    0.1,
-    0.2,
-    0.5,
+    0.001,
+    0.005,
+    0.010,
+    0.050,
+    0.100,
+    0.200,
+    0.500,
     1,
     2,
     3,
@@ -101,6 +106,9 @@ QUEUE_BUCKETS = (
     2500,
     3000,
 )
+# The idle path republishes at least this often (sglang 0.5.23
+# srt/managers/scheduler_components/metrics_reporter.py:1494-1498), and a prefill log reads
+# gen_throughput as 0 once decode ticks stopped this long ago (metrics_reporter.py:266-274).
 GEN_THROUGHPUT_STALENESS_S = 30.0
 TRUTH_RECORDS = 20_000
 
@@ -162,16 +170,39 @@ class TickWindow:
 
 @dataclass
 class RankTotals:
-    """Lifetime decode counters of one scheduler (reset by /flush_cache)."""
+    """Lifetime decode counters of one scheduler (reset by /flush_cache), and what its
+    scheduler gauges would publish next."""
 
     decode_tokens: int = 0
     request_steps: int = 0
     window: TickWindow = field(default_factory=TickWindow)
     last_tick_at: float = 0.0
     last_gen_throughput: float = 0.0
+    last_log_at: float = 0.0
+    published: bool = False
+    """Whether this scheduler has logged its stats once (its gauge series exist)."""
+    logged_running: int = 0
+    running: int = 0
+    queued: int = 0
+    used_tokens: int = 0
+    max_tokens: int = 1
+    running_by_priority: dict[str, int] = field(default_factory=dict)
+    queued_by_priority: dict[str, int] = field(default_factory=dict)
+    known_priorities: set[str] = field(default_factory=set)
+    accept_length: float = 0.0
+    accept_rate: float = 0.0
 
 
 class SimStats:
+    """SGLang's metrics as the simulated processes would publish them.
+
+    Series appear on first use, as with prometheus_client children: scheduler gauges at a
+    scheduler's first stats log (a prefill batch, a decode tick, or the idle path), counters
+    at their first non-zero increment, so a non-speculative server never shows
+    `spec_verify_calls_total` (sglang 0.5.23 srt/observability/metrics_collector.py:1558-1572,
+    2111-2112). Only `max_total_num_tokens` exists from startup (`emit_constants`, :1769-1782).
+    """
+
     def __init__(
         self,
         model_name: str,
@@ -185,6 +216,8 @@ class SimStats:
         self.spec_on = spec_on
         self.num_draft_tokens = num_draft_tokens
         self.decode_log_interval = max(1, decode_log_interval)
+        self.priority_scheduling = False
+        """`--enable-priority-scheduling`: scheduler labels gain `priority` (set by SimState)."""
         self.ranks = [RankTotals() for _ in range(dp_size)]
         self.truth_decode_tokens = 0
         self.truth_request_steps = 0
@@ -196,7 +229,10 @@ class SimStats:
 
     # -- labels ------------------------------------------------------------------------------
 
-    def scheduler_labels(self, rank: int) -> Labels:
+    def scheduler_labels(self, rank: int, priority: str = "") -> Labels:
+        """Scheduler labels in SGLang's order; with priority scheduling the default series is
+        `priority=""` (the total) and breakdowns carry the priority value
+        (sglang 0.5.23 srt/observability/metrics_collector.py:1382-1392, 1417-1430)."""
         labels: Labels = (
             ("model_name", self.model_name),
             ("engine_type", "unified"),
@@ -204,6 +240,8 @@ class SimStats:
             ("pp_rank", "0"),
             ("moe_ep_rank", "0"),
         )
+        if self.priority_scheduling:
+            labels = (*labels, ("priority", priority))
         if self.dp_size > 1:
             labels = (*labels, ("dp_rank", str(rank)))
         return labels
@@ -249,10 +287,6 @@ class SimStats:
         self.spec_verify_calls = Counter(
             "sglang:spec_verify_calls_total", "Number of speculative decoding verification calls."
         )
-        self.cached_tokens = Counter(
-            "sglang:cached_tokens_total",
-            "Number of cached prompt tokens by source (device/host/storage).",
-        )
         self.ttft = Histogram(
             "sglang:time_to_first_token_seconds",
             "Histogram of time to first token in seconds.",
@@ -277,27 +311,6 @@ class SimStats:
         self.queue_time = Histogram(
             "sglang:queue_time_seconds", "Histogram of queueing time in seconds.", QUEUE_BUCKETS
         )
-        for rank in range(self.dp_size):
-            labels = self.scheduler_labels(rank)
-            for gauge in (
-                self.gen_throughput,
-                self.num_running,
-                self.num_queue,
-                self.num_used_tokens,
-                self.token_usage,
-                self.spec_accept_length,
-                self.spec_accept_rate,
-                self.cache_hit_rate,
-                self.utilization,
-            ):
-                gauge.set(labels, 0.0)
-            for mode in ("prefill_compute", "prefill_cache", "decode"):
-                self.realtime_tokens.inc((*labels, ("mode", mode)), 0.0)
-        for streaming in (True, False):
-            for counter in (self.prompt_tokens, self.generation_tokens, self.num_requests):
-                counter.inc(self._streaming(streaming), 0.0)
-        self.spec_verify_calls.inc(self.tokenizer_labels, 0.0)
-        self.num_aborted.inc(self.tokenizer_labels, 0.0)
         return [
             self.gen_throughput,
             self.num_running,
@@ -315,7 +328,6 @@ class SimStats:
             self.num_requests,
             self.num_aborted,
             self.spec_verify_calls,
-            self.cached_tokens,
             self.ttft,
             self.itl,
             self.tpot,
@@ -323,18 +335,55 @@ class SimStats:
             self.queue_time,
         ]
 
+    # -- the scheduler's stats log -----------------------------------------------------------
+
+    def _log_stats(self, rank: int, now: float) -> None:
+        """Every scheduler gauge at once, as `log_stats` does (metrics_collector.py:1646-1680);
+        the queue gauges with their per-priority breakdown (:1417-1430)."""
+        totals = self.ranks[rank]
+        labels = self.scheduler_labels(rank)
+        self._queue_gauge(self.num_running, rank, totals.running, totals.running_by_priority)
+        self._queue_gauge(self.num_queue, rank, totals.queued, totals.queued_by_priority)
+        self.gen_throughput.set(labels, totals.last_gen_throughput)
+        self.cache_hit_rate.set(labels, 0.0)
+        self.token_usage.set(labels, totals.used_tokens / max(1, totals.max_tokens))
+        self.num_used_tokens.set(labels, totals.used_tokens)
+        self.spec_accept_length.set(labels, totals.accept_length)
+        self.spec_accept_rate.set(labels, totals.accept_rate)
+        self.utilization.set(labels, 0.0)
+        totals.logged_running = totals.running
+        totals.last_log_at = now
+        totals.published = True
+
+    def _queue_gauge(self, gauge: Gauge, rank: int, total: int, parts: dict[str, int]) -> None:
+        totals = self.ranks[rank]
+        gauge.set(self.scheduler_labels(rank), total)
+        if not self.priority_scheduling:
+            return
+        totals.known_priorities.update(parts)
+        for priority in totals.known_priorities:
+            gauge.set(self.scheduler_labels(rank, priority), parts.get(priority, 0))
+
     # -- events ------------------------------------------------------------------------------
 
-    def on_prefill(self, rank: int, tokens: int) -> None:
-        labels = self.scheduler_labels(rank)
-        self.realtime_tokens.inc((*labels, ("mode", "prefill_compute")), tokens)
+    def on_prefill(self, rank: int, tokens: int, now: float) -> None:
+        """A prefill batch: realtime prefill tokens, then a stats log whose gen_throughput is
+        0 once decode ticks are stale (metrics_reporter.py:266-274, 810-868)."""
+        if tokens:
+            labels = self.scheduler_labels(rank)
+            self.realtime_tokens.inc((*labels, ("mode", "prefill_compute")), tokens)
+        totals = self.ranks[rank]
+        if now - totals.last_tick_at > GEN_THROUGHPUT_STALENESS_S:
+            totals.last_gen_throughput = 0.0
+        self._log_stats(rank, now)
 
     def on_decode_step(
         self, rank: int, tokens: int, requests: int, accepted_drafts: int, now: float
     ) -> bool:
         """Count one verify step; True when it completes a decode tick (gauges refreshed)."""
         labels = self.scheduler_labels(rank)
-        self.realtime_tokens.inc((*labels, ("mode", "decode")), tokens)
+        if tokens:
+            self.realtime_tokens.inc((*labels, ("mode", "decode")), tokens)
         totals = self.ranks[rank]
         totals.decode_tokens += tokens
         totals.request_steps += requests
@@ -353,35 +402,51 @@ class SimStats:
             return False
         elapsed = max(1e-9, now - totals.last_tick_at)
         totals.last_gen_throughput = window.tokens / elapsed
-        self.gen_throughput.set(labels, totals.last_gen_throughput)
         if self.spec_on:
-            self.spec_accept_length.set(labels, window.tokens / max(1, window.request_steps))
-            self.spec_accept_rate.set(
-                labels, window.accepted_drafts / max(1, window.proposed_drafts)
-            )
+            totals.accept_length = window.tokens / max(1, window.request_steps)
+            totals.accept_rate = window.accepted_drafts / max(1, window.proposed_drafts)
         totals.last_tick_at = now
         totals.window = TickWindow()
+        self._log_stats(rank, now)
         return True
 
     def set_load(
-        self, rank: int, running: int, queued: int, used_tokens: int, max_tokens: int
+        self,
+        rank: int,
+        running: int,
+        queued: int,
+        used_tokens: int,
+        max_tokens: int,
+        running_by_priority: dict[str, int] | None = None,
+        queued_by_priority: dict[str, int] | None = None,
     ) -> None:
-        labels = self.scheduler_labels(rank)
-        self.num_running.set(labels, running)
-        self.num_queue.set(labels, queued)
-        self.num_used_tokens.set(labels, used_tokens)
-        self.token_usage.set(labels, used_tokens / max(1, max_tokens))
-        self.max_total_num_tokens.set(labels, max_tokens)
+        """The scheduler's current load, published at its next stats log; the pool size is a
+        startup constant (`emit_constants`)."""
+        totals = self.ranks[rank]
+        totals.running = running
+        totals.queued = queued
+        totals.used_tokens = used_tokens
+        totals.max_tokens = max_tokens
+        totals.running_by_priority = running_by_priority or {}
+        totals.queued_by_priority = queued_by_priority or {}
+        self.max_total_num_tokens.set(self.scheduler_labels(rank), max_tokens)
 
-    def decay(self, now: float) -> None:
-        """gen_throughput falls to 0 after 30 s without a decode tick (SGLang's staleness)."""
-        for rank, totals in enumerate(self.ranks):
-            if now - totals.last_tick_at > GEN_THROUGHPUT_STALENESS_S:
-                self.gen_throughput.set(self.scheduler_labels(rank), 0.0)
+    def on_idle(self, rank: int, now: float) -> None:
+        """The idle path: publish gen_throughput 0 at once when the running gauge still
+        shows a batch, and otherwise every 30 s (metrics_reporter.py:1476-1532)."""
+        totals = self.ranks[rank]
+        stale = totals.published and totals.logged_running != totals.running
+        if not stale and now <= totals.last_log_at + GEN_THROUGHPUT_STALENESS_S:
+            return
+        totals.last_gen_throughput = 0.0
+        self._log_stats(rank, now)
 
-    def on_first_token(self, streaming: bool, ttft: float, queue_time: float) -> None:
+    def on_first_token(
+        self, streaming: bool, ttft: float, queue_time: float, rank: int = 0
+    ) -> None:
         self.ttft.observe(self._streaming(streaming), ttft)
-        self.queue_time.observe(self.tokenizer_labels, queue_time)
+        # Queue time is a scheduler metric (metrics_collector.py:837, 1479-1480).
+        self.queue_time.observe(self.scheduler_labels(rank), queue_time)
 
     def on_chunk(self, gap: float, tokens: int, requests: int = 1) -> None:
         """`requests` output batches of `tokens` tokens each, `gap` after their previous one."""
@@ -393,8 +458,8 @@ class SimStats:
         self.prompt_tokens.inc(streaming, record.prompt_tokens)
         self.generation_tokens.inc(streaming, record.completion_tokens)
         self.num_requests.inc(streaming)
-        self.cached_tokens.inc((*self.tokenizer_labels, ("cache_source", "total")), 0.0)
-        if self.spec_on:
+        # Only a request that verified creates the series (metrics_collector.py:2111-2112).
+        if self.spec_on and record.verify_ct > 0:
             self.spec_verify_calls.inc(self.tokenizer_labels, record.verify_ct)
         self.e2e.observe(streaming, record.finished - record.arrival)
         if record.completion_tokens > 1:
