@@ -29,9 +29,15 @@ def meta_from_plan(plan: dict[str, Any]) -> dict[str, Any]:
 
 
 def meta_from_server_info(info: dict[str, Any] | None) -> dict[str, Any]:
+    """A `--url` cell from /server_info. Real SGLang always has `speculative_algorithm`
+    (null when off); a server whose info lacks the key is not known to be autoregressive,
+    so the algorithm stays unknown (None) rather than "off"."""
     if not info:
         return {}
-    algorithm = info.get("speculative_algorithm") or "off"
+    if "speculative_algorithm" in info:
+        algorithm = info.get("speculative_algorithm") or "off"
+    else:
+        algorithm = None
     budget = info.get("speculative_ddtree_budget")
     return {
         "algorithm": algorithm,

@@ -322,7 +322,6 @@ async def _read_openai(
     first: float | None = None
     last: float | None = None
     previous_chunk: float | None = None
-    key = "content" if endpoint is Endpoint.CHAT else "text"
     async for data in response.aiter_raw():
         now = time.perf_counter()
         buffer += data
@@ -339,11 +338,14 @@ async def _read_openai(
                 result.chunk_gaps_us.append(int((now - previous_chunk) * scale * 1e6))
             previous_chunk = now
             for choice in chunk.get("choices") or ():
-                piece = (
-                    (choice.get("delta") or {}).get(key)
-                    if endpoint is Endpoint.CHAT
-                    else choice.get("text")
-                )
+                if endpoint is Endpoint.CHAT:
+                    # Thinking tokens are output too: with a --reasoning-parser they arrive
+                    # in delta.reasoning_content (sglang 0.5.23
+                    # srt/entrypoints/openai/serving_chat.py:973-1000).
+                    delta = choice.get("delta") or {}
+                    piece = delta.get("content") or delta.get("reasoning_content")
+                else:
+                    piece = choice.get("text")
                 if piece:
                     if first is None:
                         first = now

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +43,20 @@ class Target:
     model: str | None = None
     time_scale: float = 1.0
     server_info: dict[str, Any] | None = None
+    admin_headers: dict[str, str] | None = None
+    """Authorization for /flush_cache when the server has `--admin-api-key`: SGLang's
+    ADMIN_OPTIONAL routes then take only the admin key (sglang 0.5.23
+    srt/utils/auth.py:125-137, srt/entrypoints/http_server.py:1025-1026)."""
+
+
+def admin_headers(
+    plan: dict[str, Any] | None, environ: Mapping[str, str] | None = None
+) -> dict[str, str] | None:
+    """The admin key's Authorization header, read from the variable the plan names."""
+    env = os.environ if environ is None else environ
+    name = (plan or {}).get("admin_api_key_env")
+    key = env.get(name) if isinstance(name, str) and name else None
+    return {"Authorization": f"Bearer {key}"} if key else None
 
 
 @dataclass(frozen=True)
@@ -73,6 +88,8 @@ class LevelOutcome:
     counters_before: dict[str, float | None]
     counters_after: dict[str, float | None]
     interrupted: bool = False
+    flush_error: str | None = None
+    """Why the level's /flush_cache failed (None: not asked for, or flushed)."""
 
 
 async def read_counters(client: httpx.AsyncClient, url: str) -> dict[str, float | None]:
@@ -95,13 +112,27 @@ async def read_counters(client: httpx.AsyncClient, url: str) -> dict[str, float 
 
 
 async def flush_cache(client: httpx.AsyncClient, target: Target) -> str | None:
+    """Flush the radix cache; None when flushed, else why not (for the level's record)."""
+    headers = target.admin_headers if target.admin_headers is not None else target.headers
     try:
         response = await client.post(
-            f"{target.url}/flush_cache", params={"timeout": 60}, headers=target.headers, timeout=90
+            f"{target.url}/flush_cache", params={"timeout": 60}, headers=headers, timeout=90
         )
     except httpx.HTTPError as exc:
-        return f"flush_cache failed: {exc}"
-    return None if response.status_code == 200 else f"flush_cache: HTTP {response.status_code}"
+        return f"/flush_cache failed: {type(exc).__name__}: {exc}"
+    if response.status_code == 200:
+        return None
+    if response.status_code in (401, 403):
+        which = "admin key" if target.admin_headers is not None else "API key"
+        hint = (
+            f"the server refused the {which}"
+            if headers
+            else "the server wants a key; name its variable with server.admin_api_key_env"
+        )
+        return f"/flush_cache: HTTP {response.status_code} ({hint})"
+    # SGLang answers 400 with its reason, e.g. requests still pending (http_server.py:1029-1040).
+    detail = " ".join(response.text.split())[:200]
+    return f"/flush_cache: HTTP {response.status_code}" + (f": {detail}" if detail else "")
 
 
 async def run_level(
@@ -118,8 +149,7 @@ async def run_level(
     send = _sender(client, target, endpoint)
     for prompt in workload.prompts(spec.warmup, level=10_000 + spec.index):
         await send(prompt)
-    if spec.flush_cache:
-        await flush_cache(client, target)
+    flush_error = await flush_cache(client, target) if spec.flush_cache else None
     before = await read_counters(client, target.url)
     results: list[RequestResult] = []
     started_wall = time.time()
@@ -140,7 +170,15 @@ async def run_level(
     wall = time.perf_counter() - start
     after = await read_counters(client, target.url)
     return LevelOutcome(
-        spec, started_wall, time.time(), wall, results, before, after, interrupted=stop.is_set()
+        spec,
+        started_wall,
+        time.time(),
+        wall,
+        results,
+        before,
+        after,
+        interrupted=stop.is_set(),
+        flush_error=flush_error,
     )
 
 

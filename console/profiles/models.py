@@ -85,6 +85,8 @@ class ServerSpec(Strict):
     host: str = "127.0.0.1"
     port: int = Field(default=30000, ge=1, le=65535)
     api_key_env: Annotated[str, Field(pattern=ENV_NAME_PATTERN)] | None = None
+    admin_api_key_env: Annotated[str, Field(pattern=ENV_NAME_PATTERN)] | None = None
+    """Holds `--admin-api-key`; with it set SGLang's /flush_cache takes only that key."""
     args: tuple[str, ...] = ()
     env: dict[Annotated[str, Field(pattern=ENV_NAME_PATTERN)], str] = Field(default_factory=dict)
 

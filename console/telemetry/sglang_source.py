@@ -54,6 +54,8 @@ ALL_NAMES = metric_names((*WATCHED_GAUGES, *COUNTERS), HISTOGRAMS.values())
 # Latency windows span ten seconds; their buckets are read every this many ticks (like
 # SGLang's own Grafana dashboard, which refreshes every 5 s).
 HISTOGRAM_EVERY = 5
+NO_METRICS_ROUTE = "no /metrics (start SGLang with --enable-metrics)"
+NO_SERIES_YET = "no sglang: series yet (they appear with the first request)"
 
 
 @dataclass(frozen=True)
@@ -77,8 +79,20 @@ def time_scale(server_info: dict[str, Any] | None) -> float:
     return 1.0
 
 
-def _finite_values(snapshot: MetricsSnapshot, name: str) -> list[float]:
-    return [v for v in snapshot.values(name) if not (math.isnan(v) or math.isinf(v))]
+def _finite_values(
+    snapshot: MetricsSnapshot, name: str, *, totals_only: bool = False
+) -> list[float]:
+    """The finite values of a metric's series. With `totals_only`, a series labelled with a
+    non-empty `priority` is left out: with --enable-priority-scheduling SGLang publishes the
+    total under `priority=""` and the same requests again per priority
+    (sglang 0.5.23 srt/observability/metrics_collector.py:1389-1390, 1417-1430)."""
+    if totals_only:
+        values = [
+            value for labels, value in snapshot.samples.get(name, ()) if not labels.get("priority")
+        ]
+    else:
+        values = snapshot.values(name)
+    return [v for v in values if not (math.isnan(v) or math.isinf(v))]
 
 
 class SglangSource:
@@ -118,7 +132,9 @@ class SglangSource:
 
     @property
     def speculative(self) -> bool | None:
-        if self.server_info is None:
+        """True/False from /server_info's `speculative_algorithm` (null when off); None when
+        unknown: no /server_info yet, or one without the key."""
+        if self.server_info is None or "speculative_algorithm" not in self.server_info:
             return None
         return bool(self.server_info.get("speculative_algorithm"))
 
@@ -162,6 +178,10 @@ class SglangSource:
             return PollResult(
                 statuses=[self._status(SourceState.UNAVAILABLE, f"{type(exc).__name__}: {exc}")]
             )
+        if response.status_code == 404:
+            # No /metrics route at all: SGLang mounts it only with --enable-metrics
+            # (sglang 0.5.23 srt/entrypoints/http_server.py:313-316).
+            return PollResult(statuses=[self._status(SourceState.UNAVAILABLE, NO_METRICS_ROUTE)])
         if response.status_code != 200:
             return PollResult(
                 statuses=[
@@ -184,10 +204,10 @@ class SglangSource:
             self._update_percentiles(snapshot, now)
         sample = self._sample(snapshot, now)
         bad = non_finite_names(snapshot, WATCHED_GAUGES)
-        if not snapshot.samples.get("sglang:realtime_tokens_total"):
-            status = self._status(
-                SourceState.DEGRADED, "no sglang: metrics (is --enable-metrics set?)", now
-            )
+        if not snapshot.samples:
+            # SGLang creates a series at its first use: a server that has served nothing
+            # yet (warming up, or --skip-server-warmup) shows none of these.
+            status = self._status(SourceState.DEGRADED, NO_SERIES_YET, now)
         elif bad:
             status = self._status(
                 SourceState.DEGRADED, f"NaN/Inf in {', '.join(bad)} (shown as -)", now
@@ -213,15 +233,15 @@ class SglangSource:
             return finite(counter_rate(getattr(previous, field), getattr(point, field), seconds))
 
         def gauge_sum(name: str) -> float | None:
-            values = _finite_values(snapshot, name)
+            values = _finite_values(snapshot, name, totals_only=True)
             return math.fsum(values) if values else None
 
         def gauge_mean(name: str) -> float | None:
-            values = _finite_values(snapshot, name)
+            values = _finite_values(snapshot, name, totals_only=True)
             return math.fsum(values) / len(values) if values else None
 
         def gauge_max(name: str) -> float | None:
-            values = _finite_values(snapshot, name)
+            values = _finite_values(snapshot, name, totals_only=True)
             return max(values) if values else None
 
         accept_length = gauge_mean("sglang:spec_accept_length")

@@ -57,6 +57,8 @@ class Plan:
     demo: bool
     requires: str = ""
     warnings: tuple[PlanWarning, ...] = field(default_factory=tuple)
+    admin_api_key_env: str | None = None
+    """The variable holding `--admin-api-key` (SGLang then takes only it on /flush_cache)."""
 
     @property
     def command_line(self) -> str:
@@ -65,10 +67,19 @@ class Plan:
 
     def launch_argv(self, environ: Mapping[str, str]) -> list[str]:
         """The argv to execute: the redacted one plus the API key read from its variable."""
-        argv = list(self.argv)
-        if self.api_key_env and argv[-2:] == ["--api-key", REDACTED]:
-            key = environ.get(self.api_key_env)
-            argv = argv[:-2] + (["--api-key", key] if key else [])
+        names = {"--api-key": self.api_key_env, "--admin-api-key": self.admin_api_key_env}
+        argv: list[str] = []
+        tokens = list(self.argv)
+        index = 0
+        while index < len(tokens):
+            name = names.get(tokens[index])
+            if name and tokens[index + 1 : index + 2] == [REDACTED]:
+                key = environ.get(name)
+                argv += [tokens[index], key] if key else []
+                index += 2
+                continue
+            argv.append(tokens[index])
+            index += 1
         return argv
 
     def to_json(self) -> dict[str, Any]:
@@ -92,6 +103,7 @@ class Plan:
             "tp": self.tp,
             "dp": self.dp,
             "api_key_env": self.api_key_env,
+            "admin_api_key_env": self.admin_api_key_env,
             "demo": self.demo,
             "requires": self.requires,
             "command_line": self.command_line,
@@ -124,6 +136,7 @@ class Plan:
             tp=int(data.get("tp", 1)),
             dp=int(data.get("dp", 1)),
             api_key_env=data.get("api_key_env"),
+            admin_api_key_env=data.get("admin_api_key_env"),
             demo=bool(data.get("demo", False)),
             requires=str(data.get("requires", "")),
             warnings=tuple(
@@ -220,6 +233,9 @@ def resolve(
                     "api-key-unset", f"{api_key_env} is not set: the server would run without a key"
                 )
             )
+    admin_api_key_env = command.profile.profile.server.admin_api_key_env
+    if admin_api_key_env:
+        argv += ["--admin-api-key", REDACTED]
     profile = command.profile.profile
     return Plan(
         profile=command.profile.name,
@@ -241,6 +257,7 @@ def resolve(
         tp=layout.tp,
         dp=layout.dp,
         api_key_env=api_key_env,
+        admin_api_key_env=admin_api_key_env,
         demo=command.demo,
         requires=command.variant.requires,
         warnings=tuple(warnings),
