@@ -1,5 +1,6 @@
 """Logs: one server's log, followed live, searchable, errors highlighted, and the classified
-failure reason on top. Secrets in log lines are masked before they are shown."""
+failure reason on top, with the phase reached and the failure's line (the diagnosis
+`ddconsole diagnose` gives). Secrets in log lines are masked before they are shown."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import RichLog, Static
 
+from console.core.errors import ConsoleError
 from console.core.redact import redact_text, secret_values
 from console.server.classify import is_error_line
+from console.server.diagnose import Diagnosis, diagnose_file
 from console.server.milestones import LogFollower, tail_lines
 from console.tui.screens.base import ConsoleScreen
 from console.tui.screens.modals import PromptScreen
@@ -39,6 +42,7 @@ class LogsScreen(ConsoleScreen):
         Binding("n", "next_match(1)", "Next match"),
         Binding("N", "next_match(-1)", "Prev match"),
         Binding("e", "next_error", "Next error"),
+        Binding("d", "failure_line", "Failure line"),
     ]
 
     def __init__(self) -> None:
@@ -50,6 +54,9 @@ class LogsScreen(ConsoleScreen):
         self.match_at = -1
         self._follower: LogFollower | None = None
         self._reading = False
+        self._diagnosis: Diagnosis | None = None
+        self._diagnosed: tuple[str, int, int] | None = None
+        """(path, size, mtime) the diagnosis was made from."""
 
     def compose_body(self) -> ComposeResult:
         yield Static("", id="which")
@@ -60,6 +67,8 @@ class LogsScreen(ConsoleScreen):
         if server_id != self.server_id:
             self.server_id = server_id
             self._follower = None
+            self._diagnosis = None
+            self._diagnosed = None
             self.lines.clear()
             self.match_at = -1
             if self.is_mounted:
@@ -101,6 +110,7 @@ class LogsScreen(ConsoleScreen):
                     ("FAILED ", "bold white on red"),
                     (f" {server.reason or 'unknown'}", "bold red"),
                     (f"  [{server.failure_kind}]" if server.failure_kind else "", "dim"),
+                    (self._diagnosis_note(), "dim"),
                 )
             )
         elif server.reason:
@@ -109,15 +119,50 @@ class LogsScreen(ConsoleScreen):
             reason.update("")
         if server.log_path and not self._reading:
             self._reading = True
-            self._read(server.log_path, self._secrets(server))
+            self._read(server.log_path, self._secrets(server), server.state == "failed")
+
+    def _diagnosis_note(self) -> str:
+        """`reached: PHASE (TIME) - failure at line N (d)` from the diagnosis, if there is one."""
+        diagnosis = self._diagnosis
+        if diagnosis is None:
+            return ""
+        parts = []
+        if diagnosis.reached is not None:
+            when = diagnosis.reached.timestamp or f"line {diagnosis.reached.line_number}"
+            parts.append(f"reached: {diagnosis.reached.label} ({when})")
+        if diagnosis.failure_line_number is not None:
+            parts.append(f"failure at line {diagnosis.failure_line_number} (d)")
+        return "\n" + "  -  ".join(parts) if parts else ""
+
+    def _diagnose(self, path: str) -> None:
+        """Diagnose an ended server's log once per version of the file (in the reader thread)."""
+        try:
+            info = os.stat(path)
+        except OSError:
+            return
+        key = (path, info.st_size, info.st_mtime_ns)
+        if key == self._diagnosed:
+            return
+        try:
+            diagnosis: Diagnosis | None = diagnose_file(path)
+        except ConsoleError:
+            diagnosis = None
+        self._diagnosed = key
+        self.app.call_from_thread(self._diagnosis_ready, diagnosis)
+
+    def _diagnosis_ready(self, diagnosis: Diagnosis | None) -> None:
+        self._diagnosis = diagnosis
+        self.refresh_data()
 
     def _secrets(self, server: ServerView) -> set[str]:
         names = [str(server.plan.get("api_key_env"))] if server.plan.get("api_key_env") else []
         return secret_values(os.environ, names)
 
     @work(thread=True, group="log-read")
-    def _read(self, path: str, secrets: set[str]) -> None:
+    def _read(self, path: str, secrets: set[str], ended: bool) -> None:
         try:
+            if ended:
+                self._diagnose(path)
             if self._follower is None or self._follower.path != path:
                 first = [
                     redact_text(line, secrets) for line in tail_lines(path, MAX_LINES, 4 << 20)
@@ -215,3 +260,14 @@ class LogsScreen(ConsoleScreen):
 
     def action_next_error(self) -> None:
         self._jump(is_error_line, 1, "error lines")
+
+    def action_failure_line(self) -> None:
+        """Scroll to the line the failure reason comes from."""
+        failure = self._diagnosis.failure if self._diagnosis else None
+        if failure is None or failure.line is None:
+            self.notify("no failure line in this log", severity="warning")
+            return
+        server = self._server()
+        wanted = redact_text(failure.line, self._secrets(server)) if server else failure.line
+        self.match_at = -1
+        self._jump(lambda line: line == wanted, 1, "failure line (the log was redacted or cut)")
