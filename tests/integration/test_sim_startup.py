@@ -1,0 +1,278 @@
+"""The simulator's startup, logs, failures and exits against SGLang 0.5.23's real ones.
+
+Every test runs `python -m console.sim` as a real process and reads its log and exit status.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.conftest import REPO
+from tests.simproc import QWEN, SMALL, running_sim, start_sim, stop_sim, wait_ready
+
+SCHEDULER_LINES = (
+    "Init parallel begin.",
+    "Load weight begin.",
+    "Load weight end.",
+    "Memory pool end.",
+    "Capture target decode CUDA graph begin.",
+    "Capture target decode CUDA graph end.",
+)
+LAUNCH_SIGQUIT = "Received sigquit from a child process. It usually means the child failed."
+SERVING_SIGQUIT = "SIGQUIT received. signum=None, frame=None. It usually means one child failed."
+
+
+def _prefixes(log: str, message: str) -> list[str]:
+    """The bracket prefix (after the timestamp) of every line carrying `message`."""
+    pattern = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d([^\]]*)\] " + re.escape(message), re.M)
+    return pattern.findall(log)
+
+
+@pytest.mark.parametrize(
+    ("tp", "dp", "expected"),
+    [
+        (1, 1, [""]),
+        (2, 1, [" TP0", " TP1"]),
+        (1, 2, [" DP0", " DP1"]),
+        (2, 2, [" DP0 TP0", " DP0 TP1", " DP1 TP0", " DP1 TP1"]),
+    ],
+)
+def test_each_rank_logs_its_load_lines_with_its_prefix(
+    tmp_path: Path, tp: int, dp: int, expected: list[str]
+):
+    """`[%(asctime)s{prefix}] ` with the scheduler's prefix (sglang 0.5.23
+    srt/managers/scheduler.py:6279-6291, srt/utils/common.py:2630); the leader has none."""
+    args = [*SMALL, "--tp-size", str(tp), "--dp-size", str(dp)]
+    with running_sim(args, tmp_path, speed=50) as sim:
+        log = sim.log()
+    for message in SCHEDULER_LINES:
+        assert _prefixes(log, message) == expected, message
+    assert _prefixes(log, "The server is fired up and ready to roll!") == [""]
+
+
+def test_cuda_graph_lines_appear_while_capturing(tmp_path: Path):
+    """Capture lines in 0.5.23's texts (sglang 0.5.23 srt/model_executor/
+    model_runner_components/cuda_graph_setup.py:683-698, 750-790): prefill first, then decode;
+    the server refuses connections until the capture is over."""
+    sim = start_sim([*SMALL, "--sim-fault", "slow-start"], tmp_path=tmp_path, speed=1)
+    try:
+        deadline = time.monotonic() + 60
+        while "Capture target decode CUDA graph begin." not in sim.log():
+            assert time.monotonic() < deadline, sim.log()
+            assert sim.proc.poll() is None, sim.log()
+            time.sleep(0.05)
+        log = sim.log()
+        assert "Capture target decode CUDA graph end." not in log  # 4.8 s capture at speed 1
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"{sim.url}/ready", timeout=1)
+        prefill = re.search(
+            r"Capture target prefill CUDA graph begin\. backend=breakable, num_tokens=\[4, 8, .*"
+            r"\], avail mem=[\d.]+ GB\n.*Capture target prefill CUDA graph end\. elapsed=[\d.]+ s,"
+            r" mem usage=[\d.]+ GB, avail mem=[\d.]+ GB\.",
+            log,
+        )
+        assert prefill, log
+        assert re.search(
+            r"Capture target decode CUDA graph begin\. backend=full, num_tokens_per_req=1, "
+            r"avail mem=[\d.]+ GB",
+            log,
+        )
+        wait_ready(sim, timeout=60)
+        assert re.search(
+            r"Capture target decode CUDA graph end\. bs=\[1, 2, 4, 8, 12, 16, .*\], "
+            r"elapsed=[\d.]+ s, mem usage=[\d.]+ GB, avail mem=[\d.]+ GB\.",
+            sim.log(),
+        )
+    finally:
+        stop_sim(sim)
+
+
+def test_speculative_capture_has_verify_and_draft_graphs(tmp_path: Path):
+    """Speculative target: a verify graph; an EAGLE-style draft with several steps: draft
+    decode and extend graphs on rank 0 only (sglang 0.5.23 srt/speculative/
+    eagle_worker_v2.py:515, 533, 634, 654)."""
+    args = [
+        *QWEN,
+        "--tp-size",
+        "2",
+        "--speculative-algorithm",
+        "NEXTN",
+        "--speculative-draft-model-path",
+        "Qwen/Qwen3.6-27B",
+        "--speculative-num-steps",
+        "3",
+        "--speculative-eagle-topk",
+        "1",
+        "--speculative-num-draft-tokens",
+        "4",
+    ]
+    with running_sim(args, tmp_path, speed=50) as sim:
+        log = sim.log()
+    begin = "Capture target verify CUDA graph begin. backend=full, num_tokens_per_req=4,"
+    assert _prefixes(log, begin) == [" TP0", " TP1"]
+    assert "Capture target decode CUDA graph" not in log
+    for kind, per_req in (("decode", 1), ("extend", 4)):
+        line = f"Capture draft {kind} CUDA graph begin. backend=full, num_tokens_per_req={per_req}"
+        assert _prefixes(log, line) == [" TP0"]
+        assert _prefixes(log, f"Capture draft {kind} CUDA graph end. elapsed=") == [" TP0"]
+    order = [
+        log.index(text)
+        for text in (
+            "Memory pool end.",
+            "Capture target prefill CUDA graph begin.",
+            "Capture target verify CUDA graph end.",
+            "Capture draft decode CUDA graph begin.",
+            "Capture draft extend CUDA graph end.",
+            "The server is fired up",
+        )
+    ]
+    assert order == sorted(order)
+
+
+def _run_sim(args: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "console.sim", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "DDCONSOLE_SIM_SPEED": "50"},
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--made-up-flag", "1"], "sglang serve: error: unrecognized arguments: --made-up-flag 1"),
+        (
+            ["--cuda-graph-max-bs", "8"],
+            "sglang serve: error: ambiguous option: --cuda-graph-max-bs could match "
+            "--cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill",
+        ),
+        (
+            ["--tp-size", "two"],
+            "sglang serve: error: argument --tp-size/--tensor-parallel-size: invalid int value: "
+            "'two'",
+        ),
+    ],
+)
+def test_argparse_errors_exit_2_with_the_real_usage(extra: list[str], message: str):
+    """prepare_server_args' plain argparse parser (sglang 0.5.23 srt/server_args.py:679-696)."""
+    result = _run_sim([*SMALL, "--port", "1", *extra])
+    assert result.returncode == 2
+    assert result.stderr.startswith("usage: sglang serve [-h] --model-path MODEL_PATH\n")
+    assert result.stderr.rstrip("\n").endswith(message)
+    assert "Traceback" not in result.stderr
+
+
+def test_a_unique_prefix_is_accepted(tmp_path: Path):
+    with running_sim([*SMALL, "--tp", "2", "--mem-fraction", "0.8"], tmp_path, speed=50) as sim:
+        log = sim.log()
+    assert _prefixes(log, "Init parallel begin.") == [" TP0", " TP1"]
+
+
+def test_dflash_without_a_draft_path_fails_resolution_with_exit_1():
+    """A resolution-time config error: a traceback from the leader, exit 1, no scheduler
+    (sglang 0.5.23 launch_server.py:29, srt/arg_groups/speculative_hook.py:324-327)."""
+    result = _run_sim([*QWEN, "--port", "1", "--speculative-algorithm", "DFLASH"])
+    assert result.returncode == 1
+    assert result.stderr.startswith("Traceback (most recent call last):")
+    assert result.stderr.rstrip().endswith(
+        "ValueError: DFLASH speculative decoding requires setting --speculative-draft-model-path."
+    )
+    assert "Init parallel begin." not in result.stdout
+    assert "include_parent=False" in result.stdout
+
+
+def test_startup_warning_is_incompatible_with_then_a_real_failure(tmp_path: Path):
+    """A resolution warning with 'is incompatible with' (sglang 0.5.23
+    srt/arg_groups/overrides.py:1626) comes before an unrelated failure of the launch."""
+    sim = start_sim(
+        [*SMALL, "--pp-size", "2", "--sim-fault", "crash-at-load:kv-oom"],
+        tmp_path=tmp_path,
+        speed=50,
+    )
+    try:
+        assert sim.proc.wait(timeout=60) == -signal.SIGKILL
+        log = sim.log()
+        warning = "] Pipeline parallelism is incompatible with overlap schedule."
+        assert log.index(warning) < log.index("Init parallel begin.")
+        assert "Not enough memory. Please try to increase --mem-fraction-static." in log
+    finally:
+        stop_sim(sim)
+
+
+def test_runtime_oom_ends_the_server_by_the_serving_sigquit_path(tmp_path: Path):
+    """sglang 0.5.23 srt/mem_cache/allocation.py:612-620, then the serving-phase handler
+    (srt/managers/tokenizer_manager.py:4072-4081) and kill_process_tree: exit -9."""
+    sim = start_sim([*SMALL, "--sim-fault", "runtime-oom:16"], tmp_path=tmp_path, speed=20)
+    try:
+        wait_ready(sim)
+        with pytest.raises(httpx.HTTPError):
+            httpx.post(
+                f"{sim.url}/generate",
+                timeout=30,
+                json={
+                    "input_ids": [1] * 8,
+                    "sampling_params": {"max_new_tokens": 400, "ignore_eos": True},
+                },
+            )
+        assert sim.proc.wait(timeout=30) == -signal.SIGKILL
+        log = sim.log()
+        first = log.index("] Decode out of memory. Try to lower your batch size.\nTry to allocate")
+        raised = log.index("Scheduler hit an exception: Traceback (most recent call last):", first)
+        error = log.index("RuntimeError: Decode out of memory. Try to lower your batch size.")
+        quit_line = log.index(f"] {SERVING_SIGQUIT}")
+        assert first < raised < error < quit_line < log.index("include_parent=True")
+    finally:
+        stop_sim(sim)
+
+
+def test_sigquit_from_a_child_while_loading_and_while_serving(tmp_path: Path):
+    """The leader's two SIGQUIT handlers (sglang 0.5.23 srt/entrypoints/engine.py:1976-1980
+    while launching, srt/managers/tokenizer_manager.py:4072-4081 once serving): both end in
+    kill_process_tree and the leader's own SIGKILL."""
+    loading = start_sim([*SMALL, "--sim-fault", "slow-start"], tmp_path=tmp_path, speed=1)
+    try:
+        deadline = time.monotonic() + 30
+        while "Init parallel begin." not in loading.log():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        os.kill(loading.proc.pid, signal.SIGQUIT)
+        assert loading.proc.wait(timeout=30) == -signal.SIGKILL
+        assert f"] {LAUNCH_SIGQUIT}" in loading.log()
+    finally:
+        stop_sim(loading)
+    with running_sim(SMALL, tmp_path, speed=50, name="serving") as serving:
+        os.kill(serving.proc.pid, signal.SIGQUIT)
+        assert serving.proc.wait(timeout=30) == -signal.SIGKILL
+        log = serving.log()
+    assert f"] {SERVING_SIGQUIT}" in log
+    assert LAUNCH_SIGQUIT not in log
+
+
+def test_warmup_is_one_non_streaming_request(tmp_path: Path):
+    """SGLang's warmup: non-streaming /generate, 8 new tokens (sglang 0.5.23
+    srt/entrypoints/http_server.py:2405-2445, 2494-2502)."""
+    with running_sim(SMALL, tmp_path, speed=50) as sim:
+        text = httpx.get(f"{sim.url}/metrics").text
+    counts = {
+        sample.labels.get("is_streaming"): sample.value
+        for family in text_string_to_metric_families(text)
+        if family.name == "sglang:num_requests"
+        for sample in family.samples
+        if sample.name.endswith("_total")
+    }
+    assert counts.get("false") == 1
+    assert counts.get("true", 0) == 0
