@@ -55,6 +55,8 @@ class SimState:
 
     def __post_init__(self) -> None:
         self.stats.priority_scheduling = bool(self.options.get("enable_priority_scheduling"))
+        # The schedulers' metric clocks start now, as their collectors are created at init.
+        self.stats.start(self.clock.now())
 
     @property
     def api_key(self) -> str | None:

@@ -335,6 +335,13 @@ class SimStats:
             self.queue_time,
         ]
 
+    def start(self, now: float) -> None:
+        """The schedulers start: the idle path's 30 s and the throughput staleness count
+        from here (metrics_collector.py:358, metrics_reporter.py:280)."""
+        for totals in self.ranks:
+            totals.last_log_at = now
+            totals.last_tick_at = now
+
     # -- the scheduler's stats log -----------------------------------------------------------
 
     def _log_stats(self, rank: int, now: float) -> None:
