@@ -473,7 +473,7 @@ def test_startup_refuses_then_binds_then_ready(tmp_path: Path):
         "Load weight begin.",
         "Load weight end.",
         "Memory pool end.",
-        "Capture decode CUDA graph end.",
+        "Capture target decode CUDA graph end.",  # sglang 0.5.23 cuda_graph_setup.py:786
         "The server is fired up and ready to roll!",
     ]
     positions = [log.index(m) for m in milestones]
