@@ -21,8 +21,9 @@ import pytest
 
 from console.core.net import free_port, port_is_free
 from console.core.paths import StatePaths
-from console.hw.procs import is_running, marked_processes
+from console.hw.procs import Membership, is_running, member_processes, session_processes
 from console.hw.simload import SimGpuLoad, SimPublication, publish
+from console.hw.simulated import SimulatedGpuBackend
 from console.server.manager import MARKER_ENV
 from tests.conftest import REPO
 
@@ -62,14 +63,15 @@ def ps() -> list[dict]:
     return json.loads(dd("ps", "--json", check=True).stdout)
 
 
-def marker_pids(server_id: str) -> list[int]:
-    """The server's processes (its waiter, which only records the exit, excluded)."""
+def server_pids(server_id: str) -> list[int]:
+    """The server's processes: its leader's session or its marker (SGLang's setproctitle
+    wipes the marker of its children unless SPT_NOENV=1), the waiter excluded."""
     paths = StatePaths.for_mode(True)
     spawn_file = paths.servers / f"{server_id}.spawn.json"
-    waiter = json.loads(spawn_file.read_text())["waiter_pid"] if spawn_file.exists() else None
-    return [
-        p.pid for p in marked_processes(MARKER_ENV, f"{paths.root}:{server_id}") if p.pid != waiter
-    ]
+    spawn = json.loads(spawn_file.read_text()) if spawn_file.exists() else {}
+    wanted = {server_id: Membership(f"{paths.root}:{server_id}", spawn.get("pid"))}
+    found = member_processes(MARKER_ENV, wanted)[server_id]
+    return [p.pid for p in found if p.pid != spawn.get("waiter_pid")]
 
 
 def up(profile: str, *args: str, env: dict[str, str] | None = None) -> dict:
@@ -112,13 +114,13 @@ def test_up_ps_down_every_shipped_layout(profile: str, layout: str):
     assert entry["port"] == port
     assert httpx.get(f"http://127.0.0.1:{port}/ready").status_code == 200
     tp = 1 if layout == "tp1" else int(layout[2:])
-    pids = marker_pids(status["id"])
+    pids = server_pids(status["id"])
     assert status["pid"] in pids
     assert len(pids) == 1 + tp + 1  # leader, one scheduler per GPU, detokenizer
     down = dd("down", status["id"], "--grace", "10", check=True)
     assert f"stopped {status['id']}" in down.stdout
     assert "port free" in down.stdout
-    assert marker_pids(status["id"]) == []
+    assert server_pids(status["id"]) == []
     assert not is_running(status["pid"], None)
     assert port_is_free(port)
     assert {s["id"]: s for s in ps()}[status["id"]]["state"] == "stopped"
@@ -227,7 +229,7 @@ def test_switch_stops_the_old_server_before_starting_the_new():
         old_exit = json.loads((root.servers / f"{old['id']}.exit.json").read_text())
         new_spawn = json.loads((root.servers / f"{new['id']}.spawn.json").read_text())
         assert old_exit["ended_wall"] < new_spawn["spawned_wall"]
-        assert marker_pids(old["id"]) == []
+        assert server_pids(old["id"]) == []
     finally:
         dd("down", "--all", "--grace", "5")
 
@@ -344,7 +346,7 @@ def test_crash_after_ready_noticed_within_a_second():
     assert failed.failure is not None
     assert failed.failure.kind == "cuda-error"
     assert "illegal memory access" in (failed.reason or "")
-    assert marker_pids(status["id"]) == []
+    assert server_pids(status["id"]) == []
 
 
 def test_hung_server_is_unresponsive_and_down_escalates():
@@ -362,7 +364,7 @@ def test_hung_server_is_unresponsive_and_down_escalates():
     assert "timed out" in listed["reason"]
     down = dd("down", status["id"], "--grace", "1.5", check=True)
     assert "SIGTERM, then SIGKILL" in down.stdout
-    assert marker_pids(status["id"]) == []
+    assert server_pids(status["id"]) == []
     assert {s["id"]: s for s in ps()}[status["id"]]["state"] == "stopped"
 
 
@@ -389,27 +391,49 @@ def test_console_killed_while_waiting_then_a_new_console_takes_over():
     assert servers[0]["state"] == "ready"
     server_id = servers[0]["id"]
     dd("down", server_id, "--grace", "5", check=True)
-    assert marker_pids(server_id) == []
+    assert server_pids(server_id) == []
 
 
-def test_orphaned_schedulers_are_found_and_removed():
+@pytest.mark.parametrize(
+    ("layout", "orphans"),
+    [
+        ("tp4", 5),  # four schedulers and the detokenizer
+        ("dp2tp2", 6),  # plus the DP controller that started the schedulers
+    ],
+)
+def test_orphaned_schedulers_are_found_and_removed(user_profiles: Path, layout: str, orphans: int):
+    """sglang 0.5.23 srt/entrypoints/engine.py:909-987: the leader starts the schedulers
+    (the DP controller does when dp > 1) and the detokenizer; without PDEATHSIG (the
+    `orphans` fault) they outlive a killed leader, keep its session and hold the GPUs."""
+    shipped = (REPO / "profiles" / "qwen3.6-27b.toml").read_text()
+    (user_profiles / "qwen3.6-27b.toml").write_text(
+        shipped + "\n[layouts.dp2tp2]\ntp = 2\ndp = 2\ngpus = [0, 1, 2, 3]\n"
+    )
     status = up(
         "qwen3.6-27b",
         "-l",
-        "tp4",
+        layout,
         "--port",
         str(free_port()),
         env={"DDCONSOLE_SIM_FAULT": "orphans"},
     )
+    gpus = SimulatedGpuBackend(StatePaths.for_mode(True).sim_gpu)
     os.kill(status["pid"], signal.SIGKILL)
     time.sleep(0.3)
     listed = {s["id"]: s for s in ps()}[status["id"]]
     assert listed["state"] == "failed"
-    assert listed["reason"] == "killed by SIGKILL; 5 of its processes still running"
-    assert len(listed["orphans"]) == 5
+    assert listed["reason"] == f"killed by SIGKILL; {orphans} of its processes still running"
+    assert sorted(listed["orphans"]) == sorted(p.pid for p in session_processes(status["pid"]))
+    assert len(listed["orphans"]) == orphans
+    held = {p.pid for gpu in (0, 1, 2, 3) for p in gpus.compute_processes(gpu)}
+    assert len(held) == 4
+    assert held < set(listed["orphans"])
     down = dd("down", status["id"], check=True)
     assert "SIGKILL to its processes" in down.stdout
-    assert marker_pids(status["id"]) == []
+    assert "GPU memory released" in down.stdout
+    assert server_pids(status["id"]) == []
+    assert session_processes(status["pid"]) == []
+    assert all(gpus.compute_processes(gpu) == () for gpu in (0, 1, 2, 3))
     assert status["id"] not in {s["id"] for s in ps()}
 
 
