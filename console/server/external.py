@@ -53,14 +53,19 @@ FLAGS = {
 def parse_args(argv: Sequence[str], how: str) -> dict[str, str]:
     """The values of FLAGS in a server's argv, `--flag value` or `--flag=value`; the last
     one wins, as with argparse. `sglang serve MODEL` takes the model as its first argument
-    (sglang 0.5.23 cli/serve.py:62-66, after `--model-type X` is taken out, :40-59)."""
+    once every `--model-type X` is taken out (sglang 0.5.23 cli/serve.py:36-66)."""
     args = list(argv)
     found: dict[str, str] = {}
     if how == "serve" and "serve" in args:
-        rest = args[args.index("serve") + 1 :]
-        while rest[:1] == ["--model-type"]:
-            rest = rest[2:]
-        rest = [a for a in rest if not a.startswith("--model-type=")]
+        rest: list[str] = []
+        skip = False
+        for arg in args[args.index("serve") + 1 :]:
+            if skip or arg.startswith("--model-type="):
+                skip = False
+            elif arg == "--model-type":
+                skip = True
+            else:
+                rest.append(arg)
         if rest and not rest[0].startswith("-"):
             found["model_path"] = rest[0]
     for index, arg in enumerate(args):

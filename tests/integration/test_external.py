@@ -301,6 +301,10 @@ def test_argv_defaults_and_forms():
     assert parse_args(
         ["sglang", "serve", "--model-type", "llm", "a/b", "--tensor-parallel-size=4"], "serve"
     ) == {"model_path": "a/b", "tp_size": "4"}
+    assert parse_args(["sglang", "serve", "--model-type=llm", "a/b"], "serve") == {
+        "model_path": "a/b"
+    }
+    assert parse_args(["sglang", "serve", "--port", "1", "a/b"], "serve") == {"port": "1"}
     assert entry_kind(("python3", "-m", "sglang.launch_server", "--port", "1")) == "launch_server"
     assert entry_kind(("/venv/bin/python", "/venv/bin/sglang", "serve", "m")) == "serve"
     assert entry_kind(("python", "-m", "sglang_router.launch_server")) is None
