@@ -224,9 +224,9 @@ class ServerManager:
         found = member_processes(MARKER_ENV, {server_id: self._membership(server_id, spawn)})
         return [p for p in found[server_id] if p.pid != waiter]
 
-    def managed_pids(self) -> set[int]:
-        """Every process of every managed server (one pass over /proc), so preflight never
-        takes our own schedulers for foreign GPU holders."""
+    def managed_processes(self) -> dict[int, str]:
+        """Every process of every managed server, pid -> server id (one pass over /proc),
+        so preflight never takes our own schedulers for foreign GPU holders."""
         wanted, waiters = {}, set()
         for server_id in self.records.ids():
             spawn = self.records.spawn(server_id)
@@ -234,7 +234,15 @@ class ServerManager:
             if spawn is not None:
                 waiters.add(spawn.waiter_pid)
         found = member_processes(MARKER_ENV, wanted)
-        return {p.pid for procs in found.values() for p in procs if p.pid not in waiters}
+        return {
+            p.pid: server_id
+            for server_id, procs in found.items()
+            for p in procs
+            if p.pid not in waiters
+        }
+
+    def managed_pids(self) -> set[int]:
+        return set(self.managed_processes())
 
     def _save_quietly(self, record: ServerRecord) -> None:
         try:
@@ -275,7 +283,7 @@ class ServerManager:
                 plan,
                 active,
                 self.gpu_backend,
-                managed_pids=self.managed_pids(),
+                managed=self.managed_processes(),
                 interpreter=None if self.demo else interpreter,
             )
             if not check.ok:

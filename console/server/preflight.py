@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from console.core.net import port_is_free
@@ -34,13 +34,15 @@ def preflight(
     active: Iterable[ServerStatus],
     gpu_backend: GpuBackend,
     *,
-    managed_pids: set[int],
+    managed: Mapping[int, str],
     interpreter: str | None,
     check_port: bool = True,
 ) -> PreflightResult:
-    """Everything that would make this launch fail, named, before it starts."""
+    """Everything that would make this launch fail, named, before it starts. `managed` maps
+    every process of a managed server (its session, orphans included) to the server's id."""
     result = PreflightResult()
     active = list(active)
+    active_ids = {status.id for status in active}
     for status in active:
         other = status.record.plan
         if other.port == plan.port:
@@ -69,14 +71,23 @@ def preflight(
                 result.warnings.append(f"cannot list processes on GPU {gpu}: {exc.reason}")
                 continue
             for proc in processes:
-                if proc.pid in managed_pids:
-                    continue
+                holder = managed.get(proc.pid)
+                if holder in active_ids:
+                    continue  # refused above as held by that managed server
                 memory = (
                     format_bytes(proc.used_memory_bytes)
                     if proc.used_memory_bytes
                     else "unknown memory"
                 )
                 command = cmdline(proc.pid)[:80] or "command unknown"
+                if holder is not None:
+                    # A scheduler outliving its leader holds the GPU memory
+                    # (sglang 0.5.23 srt/managers/scheduler.py:6362).
+                    result.refusals.append(
+                        f"GPU {gpu} is held by pid {proc.pid} ({command}), {memory}, left "
+                        f"running by managed server {holder}: `ddconsole down {holder}` ends it"
+                    )
+                    continue
                 result.refusals.append(
                     f"GPU {gpu} is in use by pid {proc.pid} ({command}), holding {memory}"
                 )

@@ -428,6 +428,16 @@ def test_orphaned_schedulers_are_found_and_removed(user_profiles: Path, layout: 
     held = {p.pid for gpu in (0, 1, 2, 3) for p in gpus.compute_processes(gpu)}
     assert len(held) == 4
     assert held < set(listed["orphans"])
+    # The failed server no longer promises its GPUs, but its schedulers still hold them.
+    blocked = dd("up", "qwen3.6-27b", "-l", "tp1", "--port", str(free_port()))
+    assert blocked.returncode == 2
+    (holder,) = (p.pid for p in gpus.compute_processes(0))
+    title = "sglang::scheduler_TP0" if layout == "tp4" else "sglang::scheduler_DP0_TP0"
+    assert f"GPU 0 is held by pid {holder} ({title}), " in blocked.stderr
+    assert (
+        f"GiB, left running by managed server {status['id']}: `ddconsole down {status['id']}` "
+        "ends it"
+    ) in blocked.stderr
     down = dd("down", status["id"], check=True)
     assert "SIGKILL to its processes" in down.stdout
     assert "GPU memory released" in down.stdout
