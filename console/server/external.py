@@ -159,6 +159,14 @@ class ExternalServer:
         }
 
 
+def listing_json(server: ExternalServer) -> dict[str, Any]:
+    """`to_json()` plus the masked argv as a `plan`, the shape screens and recordings list
+    servers in."""
+    data = server.to_json()
+    data["plan"] = {"argv": data["argv"]}
+    return data
+
+
 def _int(text: str | None) -> int | None:
     try:
         return int(text) if text is not None else None

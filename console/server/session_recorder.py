@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from console.core.redact import secret_values
+from console.server.external import listing_json
 from console.server.monitor import Monitor
 from console.server.status import ServerStatus
 from console.telemetry.recording import SUFFIX, RecordingWriter, header, prune
@@ -120,11 +121,16 @@ class SessionRecorder:
             return
         try:
             servers = self.monitor.watcher.current if self.monitor.watcher else []
-            signature = _signature(servers)
+            external = self.monitor.watcher.external if self.monitor.watcher else []
+            signature = _signature(servers) + tuple(
+                (e.id, e.state, e.reason, None, e.pid) for e in external
+            )
             if signature != self._servers:
                 self._servers = signature
                 writer.secrets |= self._secrets()
-                writer.servers(now, [server_json(s) for s in servers])
+                writer.servers(
+                    now, [server_json(s) for s in servers] + [listing_json(e) for e in external]
+                )
             writer.poll(now, result)
             if self.runs is not None and now - self._runs_at >= RUNS_EVERY_S:
                 self._runs_at = now

@@ -17,7 +17,7 @@ from console.hw.backend import GpuBackend
 from console.profiles.command import build_command
 from console.profiles.flagcheck import FlagCheckUnavailable, check_args
 from console.profiles.loader import ProfileCatalog
-from console.server.external import ID_PREFIX, ExternalServer
+from console.server.external import ID_PREFIX, ExternalServer, listing_json
 from console.server.manager import ServerManager
 from console.server.status import ServerStatus
 from console.telemetry.host_source import HostBackend
@@ -40,9 +40,7 @@ def view_of(status: ServerStatus) -> ServerView:
 
 def external_view(server: ExternalServer) -> ServerView:
     """A server ddconsole did not start: its (masked) argv stands in for a plan."""
-    data = server.to_json()
-    data["plan"] = {"argv": data["argv"]}
-    return ServerView.from_json(data)
+    return ServerView.from_json(listing_json(server))
 
 
 def external_refusal(server_id: str) -> ActionRefused:

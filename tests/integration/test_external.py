@@ -14,6 +14,7 @@ by hand, as an operator would, never through ddconsole. The CLI runs as a subpro
 from __future__ import annotations
 
 import contextlib
+import gzip
 import io
 import json
 import os
@@ -462,3 +463,39 @@ async def test_dashboard_shows_an_external_servers_throughput(tmp_path: Path):
         stop.set()
         stop_sim(sim)
         loader.join(timeout=10)
+
+
+async def test_a_recording_replays_the_external_server(tmp_path: Path):
+    """The flight recorder keeps external servers in its server list, so a replay lists
+    them as the live console did (argv secrets masked)."""
+    import asyncio
+
+    from console.cli.services import Services
+    from console.telemetry.recording import SUFFIX, read_recording
+    from console.tui.replay import ReplayBackend
+
+    sim = start_sim([*SMALL, "--api-key", "sk-do-not-record"], tmp_path=tmp_path, speed=20)
+    try:
+        wait_ready(sim)
+        server_id = f"ext-{sim.proc.pid}"
+        services = Services.create(demo=False)
+        live = services.live_backend(recordings=tmp_path / "rec")
+        await live.start()
+        try:
+            deadline = time.monotonic() + 60
+            while not any(s.id == server_id and s.state == "ready" for s in live.servers()):
+                assert time.monotonic() < deadline, "the external server never listed ready"
+                await asyncio.sleep(0.2)
+            await asyncio.sleep(1.5)
+        finally:
+            await live.stop()
+        path = next((tmp_path / "rec").glob(f"*{SUFFIX}"))
+        assert b"sk-do-not-record" not in gzip.decompress(path.read_bytes())
+        replay = ReplayBackend(read_recording(path), runs_root=tmp_path, playing=False)
+        replay.seek(replay.duration_s)
+        (view,) = [s for s in replay.servers() if s.id == server_id]
+        assert view.external
+        assert view.port == sim.port
+        assert "***" in view.plan["argv"]
+    finally:
+        stop_sim(sim)
