@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -22,7 +23,7 @@ from console.telemetry.poller import Poller
 from console.telemetry.samples import ServerSample, SourceState, SourceStatus
 from console.telemetry.sglang_source import NO_METRICS_ROUTE, SglangSource
 from console.telemetry.store import TimeSeriesStore
-from tests.conftest import REPO
+from tests.conftest import REPO, run_cli_subprocess
 from tests.integration.test_sim_sglang_http import sim_without_metrics
 from tests.simproc import QWEN, SMALL, running_sim
 
@@ -218,3 +219,75 @@ def test_launch_command_secrets_are_masked(flag: str):
     clean = redact_server_info(info)
     assert clean is not None
     assert clean["launch_command"] == f"--model-path m {flag} *** --port 1"
+
+
+def test_profile_admin_key_reaches_the_server_and_the_flush(
+    user_profiles: Path, monkeypatch: pytest.MonkeyPatch
+):
+    text = (REPO / "profiles" / "qwen3.6-27b.toml").read_text()
+    text = text.replace(
+        "[server]\n",
+        '[server]\napi_key_env = "DDCONSOLE_TEST_KEY"\n'
+        'admin_api_key_env = "DDCONSOLE_TEST_ADMIN_KEY"\n',
+        1,
+    )
+    (user_profiles / "qwen-admin.toml").write_text(text)
+    monkeypatch.setenv("DDCONSOLE_TEST_KEY", "user-key-42")
+    monkeypatch.setenv("DDCONSOLE_TEST_ADMIN_KEY", "admin-key-42")
+    monkeypatch.setenv("DDCONSOLE_SIM_SPEED", "20")
+    env = os.environ.copy()
+    up = run_cli_subprocess(
+        "--demo",
+        "up",
+        "qwen-admin",
+        "--layout",
+        "tp1",
+        "--variant",
+        "off",
+        "--json",
+        env=env,
+        timeout=90,
+    )
+    assert up.returncode == 0, up.stderr
+    server = json.loads(up.stdout)
+    try:
+        flush = httpx.post(
+            f"{server['url']}/flush_cache",
+            headers={"Authorization": "Bearer admin-key-42"},
+            timeout=30,
+        )
+        assert flush.status_code == 200  # the server got the admin key from the variable
+
+        def bench(admin_key: str) -> dict[str, object]:
+            result = run_cli_subprocess(
+                "--demo",
+                "bench",
+                "--server",
+                server["id"],
+                "--requests",
+                "2",
+                "--concurrency",
+                "1",
+                "--output-len",
+                "8",
+                "--flush-cache",
+                "--json",
+                env={**env, "DDCONSOLE_TEST_ADMIN_KEY": admin_key},
+                timeout=120,
+            )
+            assert result.returncode == 0, result.stderr[-2000:]
+            found = re.search(r"run \S+ -> (\S+)", result.stderr)
+            assert found, result.stderr
+            levels = Path(found.group(1)) / "levels.jsonl"
+            line: dict[str, object] = json.loads(levels.read_text().splitlines()[-1])
+            line["stderr"] = result.stderr
+            return line
+
+        good = bench("admin-key-42")
+        assert good["flush_error"] is None
+        refused = bench("wrong-admin-key")
+        message = "/flush_cache: HTTP 401 (the server refused the admin key)"
+        assert refused["flush_error"] == message
+        assert message in str(refused["stderr"])  # announced, not only recorded
+    finally:
+        run_cli_subprocess("--demo", "down", "--all", "--grace", "2", env=env)

@@ -64,3 +64,39 @@ def test_argv_and_json():
         "env": {"OPENAI_API_KEY": "***"},
         "argv": ["--hf-token", "***"],
     }
+
+
+def test_server_info_secret_fields_are_masked_and_settings_kept():
+    from console.bench.campaign import redact_server_info, secret_field
+
+    info = {
+        "api_key": "k-123456",
+        "admin_api_key": None,
+        "ssl_keyfile_password": "pw-98765",
+        "ssl_keyfile": "/etc/ssl/key.pem",
+        "watermark_key_b": "wm-55555",
+        "max_total_tokens": 8192,
+        "bos_token_id": 1,
+        "speculative_num_draft_tokens": 16,
+        "tokenizer_path": "Qwen/Qwen3.6-27B",
+        "speculative_token_map": "/maps/x.pt",
+        "launch_command": "--model-path m --api-key k-123456 --ssl-keyfile-password=pw-98765",
+        "internal_states": [{"note": "started with pw-98765"}],
+    }
+    clean = redact_server_info(info)
+    assert clean is not None
+    assert clean["api_key"] == clean["ssl_keyfile_password"] == clean["watermark_key_b"] == "***"
+    assert clean["admin_api_key"] is None
+    for kept in (
+        "ssl_keyfile",
+        "max_total_tokens",
+        "bos_token_id",
+        "speculative_num_draft_tokens",
+        "tokenizer_path",
+        "speculative_token_map",
+    ):
+        assert clean[kept] == info[kept], kept
+    assert clean["launch_command"] == "--model-path m --api-key *** --ssl-keyfile-password=***"
+    assert "pw-98765" not in str(clean)
+    assert secret_field("--hf-token")
+    assert not secret_field("max_total_tokens")

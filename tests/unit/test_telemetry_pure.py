@@ -148,3 +148,44 @@ def test_series_cache_stays_bounded_when_series_keep_changing():
         text = "".join(f'm{{req="{scrape}-{i}"}} {i}\n' for i in range(3))
         assert cache.parse(text, {"m"}).total("m") == 3.0
         assert len(cache._series) <= 4
+
+
+PRIORITY_TEXT = """# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{model_name="m",engine_type="unified",tp_rank="0",pp_rank="0",moe_ep_rank="0",priority=""} 3.0
+sglang:num_running_reqs{model_name="m",engine_type="unified",tp_rank="0",pp_rank="0",moe_ep_rank="0",priority="1"} 2.0
+sglang:num_running_reqs{model_name="m",engine_type="unified",tp_rank="0",pp_rank="0",moe_ep_rank="0",priority="2"} 1.0
+# TYPE sglang:spec_accept_length gauge
+sglang:spec_accept_length{model_name="m",engine_type="unified",tp_rank="0",pp_rank="0",moe_ep_rank="0",priority=""} 3.25
+# TYPE sglang:realtime_tokens_total counter
+sglang:realtime_tokens_total{model_name="m",engine_type="unified",tp_rank="0",pp_rank="0",moe_ep_rank="0",priority="",mode="decode"} 10.0
+"""  # noqa: E501  (label sets as SGLang 0.5.23 writes them, metrics_collector.py:1382-1430)
+
+
+@pytest.mark.parametrize(
+    ("info", "speculative", "shown"),
+    [
+        (None, None, 3.25),
+        ({"version": "0.5.23"}, None, 3.25),  # no key: unknown, so a non-zero gauge shows
+        ({"speculative_algorithm": None}, False, None),  # null: off
+        ({"speculative_algorithm": "EAGLE"}, True, 3.25),
+    ],
+)
+def test_speculation_unknown_unless_server_info_says(
+    info: dict[str, object] | None, speculative: bool | None, shown: float | None
+):
+    from console.telemetry.sglang_source import SglangSource
+
+    source = SglangSource("x", "http://127.0.0.1:9", None)  # type: ignore[arg-type]
+    source.server_info = info
+    assert source.speculative is speculative
+    sample = source._sample(parse(PRIORITY_TEXT), 1.0)
+    assert sample.accept_length == shown
+    assert sample.running == 3.0  # the priority="" total, not 3 + 2 + 1
+
+
+def test_cell_algorithm_from_server_info():
+    from console.bench.cells import meta_from_server_info
+
+    assert meta_from_server_info({"speculative_algorithm": None})["algorithm"] == "off"
+    assert meta_from_server_info({"speculative_algorithm": "EAGLE"})["algorithm"] == "EAGLE"
+    assert meta_from_server_info({"tp_size": 2})["algorithm"] is None
