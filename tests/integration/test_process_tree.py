@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from console.cli.services import Services
+from console.hw import simload
 from console.hw.procs import (
     cmdline,
     environ_value,
@@ -249,6 +250,59 @@ def test_orphans_found_and_removed_by_session_alone(demo: Path, layout: str, chi
     assert session_processes(leader) == []
     assert not any(is_running(pid, None) for pid in tree)
     assert all(backend.compute_processes(gpu) == () for gpu in gpus)
+
+
+def test_unreadable_record_still_kills_its_session(demo: Path):
+    """`down` of a server whose record file is corrupt kills every process of its session
+    (found from the spawn record), not only those that still show the marker."""
+    status = up(
+        "qwen3.6-27b",
+        "-l",
+        "tp1",
+        "--port",
+        str(_free_port()),
+        env={"DDCONSOLE_SIM_FAULT": "orphans"},
+    )
+    services = Services.create(demo=True)
+    manager = SessionOnly(services.state, services.gpu_backend, demo=True)
+    server_id = str(status["id"])
+    leader = int(str(status["pid"]))
+    os.kill(leader, signal.SIGKILL)
+    (services.state.servers / f"{server_id}.json").write_text("{ not json")
+    orphans = sorted(p.pid for p in session_processes(leader))
+    assert len(orphans) == 2  # the scheduler and the detokenizer
+    assert manager.stop_unreadable(server_id) == f"killed {orphans}; state files removed"
+    assert _wait_gone(leader) == []
+
+
+def test_gpu_memory_stays_held_while_a_scheduler_lives(tmp_path: Path):
+    """A publication whose writer was killed stops showing work (no utilisation) but keeps
+    its memory while any process it lists runs; once all are gone it is dropped."""
+    scheduler = subprocess.Popen(["sleep", "60"])
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    try:
+        simload.publish(
+            tmp_path,
+            simload.SimPublication(
+                gone.pid,
+                time.time() - 60,
+                {2: simload.SimGpuLoad(util_pct=90.0, mem_used_bytes=7 * 2**30, power_w=300.0)},
+                "x",
+                (simload.SimProcess(scheduler.pid, "sglang::scheduler", 2, 0),),
+            ),
+        )
+        backend = SimulatedGpuBackend(tmp_path)
+        reading = backend.read(2)
+        assert reading.util_pct == 0
+        assert reading.mem_used_bytes is not None
+        assert reading.mem_used_bytes >= 7 * 2**30
+        assert [p.pid for p in backend.compute_processes(2)] == [scheduler.pid]
+    finally:
+        scheduler.kill()
+        scheduler.wait()
+    assert simload.read_publications(tmp_path) == []
+    assert list(tmp_path.glob("*.json")) == []
 
 
 def test_stop_checks_the_schedulers_gpus_not_the_leaders(demo: Path):
