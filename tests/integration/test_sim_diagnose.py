@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from console.core.net import free_port
 from console.server.diagnose import log_failure
 from console.server.milestones import Phase
 from console.server.status import startup_phase
@@ -139,3 +140,29 @@ def test_the_cuda_graph_phase_shows_during_capture(tmp_path: Path) -> None:
         stop_sim(sim)
     assert "capturing CUDA graph: target decode" in seen, seen
     assert seen.index("capturing CUDA graph: target decode") < seen.index("HTTP up, warming up")
+
+
+def test_up_prints_the_same_diagnosis(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failed `up --demo`: the reason, the phase reached and the failure's line come from
+    the code `ddconsole diagnose` runs, and `ps` reads the same reason."""
+    monkeypatch.setenv("DDCONSOLE_SIM_SPEED", "20")
+    monkeypatch.setenv("DDCONSOLE_SIM_FAULT", "crash-at-load:kv-oom")
+    up = run_cli_subprocess(
+        "up", "qwen3.6-27b", "-l", "tp1", "--port", str(free_port()), "--json", "--demo"
+    )
+    try:
+        assert up.returncode == 1, up.stderr
+        status = json.loads(up.stdout)
+        assert status["failure_kind"] == "kv-oom"
+        diagnosed = run_cli_subprocess("diagnose", status["log_path"], "--json")
+        report = json.loads(diagnosed.stdout)
+        assert report["failure"]["reason"] == status["reason"]
+        assert f"FAILED: {status['reason']}" in up.stderr
+        assert f"  reached: {report['reached']} (" in up.stderr
+        assert f"  at line {report['failure']['line_number']} of the log:" in up.stderr
+        assert f"  | {report['failure']['line']}" in up.stderr
+        listed = json.loads(run_cli_subprocess("ps", "--json", "--demo").stdout)
+        (row,) = [s for s in listed if s.get("id") == status["id"]]
+        assert row["reason"] == status["reason"]
+    finally:
+        run_cli_subprocess("down", "--all", "--grace", "2", "--demo")
