@@ -44,9 +44,7 @@ _PREFIX = re.compile(
 # A line that warns: uvicorn's/logging's level name, Python's `...Warning:` categories and
 # torch's `[W...]` records. SGLang's own logger.warning lines carry no level, and match no
 # rule below (their "is incompatible with" is not an exception line).
-_WARNING = re.compile(
-    r"\bWARNING\b|\b[A-Z]\w*Warning\b:|^\s*warnings\.warn|^(?:\[rank\d+\]:)?\[W\d{4} "
-)
+_WARNING = re.compile(r"\bWARNING\b|Warning: |^\s*warnings\.warn|^(?:\[rank\d+\]:)?\[W\d{4} ")
 # Exception types whose name adds nothing to the message in a reason.
 _PLAIN_TYPE = re.compile(r"^(?:builtins\.)?(?:OSError|ValueError|RuntimeError|Exception):\s*")
 # `<Name> hit an exception:` from a child process (sglang 0.5.23
@@ -189,7 +187,7 @@ _RULES: tuple[_Rule, ...] = (
         "port-in-use",
         re.compile(
             r"address already in use|\[Errno 98\]|Port is already in use\.|"
-            r"\b\w+_port at \d+ is not available in \d+ seconds"
+            r"_port at \d+ is not available in \d+ seconds"
         ),
         "port already in use",
         _port_detail,
@@ -267,20 +265,29 @@ def is_warning(line: str) -> bool:
     return bool(_WARNING.search(line))
 
 
-def _match(rules: Sequence[_Rule], lines: Sequence[str], indices: range) -> Failure | None:
-    """The earliest line in `indices` that a rule matches: the first error is the cause, what
-    follows (other ranks' NCCL errors, the leader's SIGQUIT) is its consequence."""
+def _match(lines: Sequence[str], indices: range, *, fallback: bool) -> Failure | None:
+    """The earliest line in `indices` that a specific rule matches: the first error is the
+    cause, what follows (other ranks' NCCL errors, the leader's SIGQUIT) is its consequence.
+    With `fallback`, the first configuration error when no specific rule matches."""
+    config: Failure | None = None
     for index in indices:
         line = lines[index]
-        if is_warning(line):
-            continue
         text = strip_prefix(line)
-        for rule in rules:
+        for rule in _RULES:
             if rule.pattern.search(text):
-                detail = rule.detail(text, lines, index)
-                reason = f"{rule.label}: {detail}" if detail else rule.label
-                return _failure(rule.kind, reason, lines, index)
-    return None
+                if is_warning(line):
+                    break
+                return _matched(rule, text, lines, index)
+        else:
+            if fallback and config is None and _CONFIG.pattern.search(text):
+                config = _matched(_CONFIG, text, lines, index)
+    return config
+
+
+def _matched(rule: _Rule, text: str, lines: Sequence[str], index: int) -> Failure:
+    detail = rule.detail(text, lines, index)
+    reason = f"{rule.label}: {detail}" if detail else rule.label
+    return _failure(rule.kind, reason, lines, index)
 
 
 def _failure(kind: str, reason: str, lines: Sequence[str], index: int) -> Failure:
@@ -311,11 +318,13 @@ def _exception_line(lines: Sequence[str], indices: range) -> int | None:
 def _child_failure(lines: Sequence[str]) -> Failure | None:
     """The first child process's traceback, classified."""
     for start, line in enumerate(lines):
+        if " hit an exception:" not in line:
+            continue
         child = _CHILD_EXCEPTION.search(line)
         if child is None:
             continue
         block = range(start, _block_end(lines, start))
-        found = _match(_RULES, lines, block)
+        found = _match(lines, block, fallback=False)
         if found is not None:
             return found
         who = _CHILD_NAMES[child.group(1)]
@@ -332,8 +341,7 @@ def find_failure(lines: Sequence[str]) -> Failure | None:
     found = _child_failure(lines)
     if found is not None:
         return found
-    everything = range(len(lines))
-    found = _match(_RULES, lines, everything) or _match((_CONFIG,), lines, everything)
+    found = _match(lines, range(len(lines)), fallback=True)
     if found is not None:
         return found
     for index, line in enumerate(lines):

@@ -173,8 +173,33 @@ def diagnose_file(
             raise UsageError(f"{path}: cannot read it ({exc.strerror or exc})") from None
 
 
+_FailureKey = tuple[str, int, int, int | None, bool]
+_failures: dict[_FailureKey, Failure | None] = {}
+_FAILURES_KEPT = 64
+
+
 def log_failure(path: str, returncode: int | None, *, stop_requested: bool) -> Failure | None:
     """Why a managed server ended, from its log's last lines and its exit status: the same
-    classification `diagnose` gives, on the same window."""
+    classification `diagnose` gives, on the same window. An ended server's log no longer
+    changes and `ps` and the TUI ask again on every refresh, so the answer is kept per version
+    of the file."""
+    try:
+        info = os.stat(path)
+        key: _FailureKey | None = (
+            path,
+            info.st_size,
+            info.st_mtime_ns,
+            returncode,
+            stop_requested,
+        )
+    except OSError:
+        key = None
+    if key is not None and key in _failures:
+        return _failures[key]
     lines = tail_lines(path, TAIL_LINES, TAIL_BYTES)
-    return classify(returncode, lines, stop_requested=stop_requested)
+    failure = classify(returncode, lines, stop_requested=stop_requested)
+    if key is not None:
+        if len(_failures) >= _FAILURES_KEPT:
+            _failures.pop(next(iter(_failures)))
+        _failures[key] = failure
+    return failure
