@@ -24,13 +24,19 @@ _MODULES = {
     "transformers": "transformers",
     "huggingface_hub": "huggingface_hub",
     "uvicorn": "uvicorn",
+    "nvidia": "nvidia",
 }
 _PROBE = r"""
 import importlib.util, json, os, sys, sysconfig
 roots = {}
 for name in %s:
     spec = importlib.util.find_spec(name)
-    roots[name] = os.path.dirname(spec.origin) if spec and spec.origin else None
+    if spec and spec.origin:
+        roots[name] = os.path.dirname(spec.origin)
+    elif spec and spec.submodule_search_locations:  # a namespace package (nvidia)
+        roots[name] = list(spec.submodule_search_locations)[0]
+    else:
+        roots[name] = None
 roots["cpython"] = sysconfig.get_paths()["stdlib"]
 binaries = [os.path.realpath(sys.executable)]
 libdir = sysconfig.get_config_var("LIBDIR") or ""
