@@ -37,7 +37,10 @@ from console.topology.placement import Plan
 MARKER_ENV = "DDCONSOLE_SERVER"
 SPT_NOENV = "SPT_NOENV"
 """Keeps setproctitle from overwriting the environ area, so SGLang's retitled children keep
-the marker readable (setproctitle 1.3 docs; sglang 0.5.23 srt/managers/scheduler.py:6294)."""
+the marker readable (setproctitle 1.3.8 README, "SPT_NOENV"; sglang 0.5.23
+srt/managers/scheduler.py:6294). The title must then fit in the command line, and a spawn
+child's (`python -c "from multiprocessing.spawn import spawn_main; ..." --multiprocessing-fork`)
+is longer than any SGLang title. Discovery does not rely on it: see `server_processes`."""
 DEFAULT_GRACE_S = 30.0
 POLL_S = 0.1
 

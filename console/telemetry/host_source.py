@@ -39,6 +39,7 @@ class WatchedServer:
 
 
 RESCAN_S = 10.0
+MISS_RESCAN_S = 2.0
 
 
 class HostSource:
@@ -61,21 +62,22 @@ class HostSource:
 
     def schedulers_of(self, leader: int) -> list[int]:
         """The leader's scheduler pids. A /proc scan costs a read per process on the host, so
-        a found set is kept RESCAN_S while all its members live; until one is found, every
-        poll looks again (SGLang's schedulers retitle themselves seconds after the spawn)."""
+        a found set is kept RESCAN_S while all its members live, and an empty answer
+        MISS_RESCAN_S (SGLang's schedulers retitle themselves seconds after the spawn)."""
         now = time.monotonic()
         cached = self._schedulers.get(leader)
-        if (
-            cached is not None
-            and now - cached[0] < RESCAN_S
-            and all(is_running(pid, ticks) for pid, ticks in cached[1])
-        ):
-            return [pid for pid, _ in cached[1]]
+        if cached is not None:
+            found_at, found = cached
+            if not found and now - found_at < MISS_RESCAN_S:
+                return []
+            if (
+                found
+                and now - found_at < RESCAN_S
+                and all(is_running(pid, ticks) for pid, ticks in found)
+            ):
+                return [pid for pid, _ in found]
         found = [(p.pid, p.start_ticks) for p in scheduler_processes(leader)]
-        if found:
-            self._schedulers[leader] = (now, found)
-        else:
-            self._schedulers.pop(leader, None)
+        self._schedulers[leader] = (now, found)
         return [pid for pid, _ in found]
 
     def _read(

@@ -192,8 +192,7 @@ def test_real_host_binding_reads_the_schedulers_only() -> None:
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs at least two usable CPUs to tell one CPU from all of them")
     cpu = min(os.sched_getaffinity(0))
-    source = HostSource(HostReader(), servers=lambda: [WatchedServer("here", os.getpid(), (0,))])
-    assert asyncio.run(_bindings(source)) == ()
+    assert asyncio.run(_bindings()) == ()
     ranks = _plan(tp=2, gpus=[0, 1])
     tree = ProcessTree(ranks, dp=1, orphans=False)
     tree.start()
@@ -201,16 +200,20 @@ def test_real_host_binding_reads_the_schedulers_only() -> None:
         _wait_titled(2)
         for child in tree.schedulers:
             os.sched_setaffinity(child.pid, {cpu})
-        (binding,) = asyncio.run(_bindings(source))
+        (binding,) = asyncio.run(_bindings())
         assert binding.actual_cpus == 1
         assert binding.processes == 2
     finally:
         tree.kill()
-        asyncio.run(source.close())
 
 
-async def _bindings(source: HostSource) -> tuple[Binding, ...]:
-    result = await source.poll(0.0)
+async def _bindings() -> tuple[Binding, ...]:
+    """One poll of a fresh host source watching this process as a server's leader."""
+    source = HostSource(HostReader(), servers=lambda: [WatchedServer("here", os.getpid(), (0,))])
+    try:
+        result = await source.poll(0.0)
+    finally:
+        await source.close()
     (sample,) = result.samples
     assert isinstance(sample, HostSample)
     return sample.bindings
