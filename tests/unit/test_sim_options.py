@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import random
+import subprocess
 
 import pytest
 
+from console.sim.argparser import cli_data
 from console.sim.catalog import lookup
 from console.sim.options import OptionsError, parse
 from console.sim.perf import decoding, draw_commit, scale_to_tp, step_time
+from tests.conftest import REPO
 
 BASE = ["--model-path", "Qwen/Qwen3.6-27B", "--served-model-name", "qwen3.6-27b"]
 
@@ -137,3 +141,70 @@ def test_draws_average_to_the_calibrated_acceptance():
     assert max(draws) <= decode.max_commit
     assert step_time(decode, 1) == pytest.approx(0.080)
     assert step_time(decode, 8) > step_time(decode, 1)
+
+
+PARITY_CASES = [
+    [*BASE, "--made-up-flag", "x"],
+    [*BASE, "--cuda-graph-max-bs", "8"],
+    [*BASE, "--tp", "two"],
+    [*BASE, "--mamba-radix-cache-strategy", "foo"],
+    [*BASE, "--speculative-ddtree-budget", "15"],
+    [*BASE, "--monokernel-backend", "nvidia"],
+    ["--served-model-name", "x"],
+    [*BASE, "--tp", "2", "--disable-cuda-graph", "--numa-node", "0", "1"],
+]
+
+PARITY_SCRIPT = """
+import contextlib, io, json, sys
+from sglang.srt.server_args import prepare_server_args
+out = []
+for argv in json.loads(sys.argv[1]):
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            prepare_server_args(argv)
+        out.append(None)
+    except SystemExit:
+        out.append(err.getvalue().strip().splitlines()[-1])
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.sglang
+def test_cli_data_is_the_installed_sglang_parser(sglang_python: str):
+    """The shipped dump is what scripts/dump_sglang_cli.py reads from the real parser."""
+    result = subprocess.run(
+        [sglang_python, str(REPO / "scripts" / "dump_sglang_cli.py")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    assert json.loads(result.stdout) == cli_data()
+
+
+@pytest.mark.sglang
+def test_argument_errors_match_the_real_parser(sglang_python: str):
+    """The same argv fails with the same message, or passes, in SGLang 0.5.23 and here
+    (DDTree's flag is the one the simulator adds on purpose)."""
+    result = subprocess.run(
+        [sglang_python, "-c", PARITY_SCRIPT, json.dumps(PARITY_CASES)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    real = json.loads(result.stdout.strip().splitlines()[-1])
+    for argv, expected in zip(PARITY_CASES, real, strict=True):
+        try:
+            parse(argv, environ={})
+            ours = None
+        except OptionsError as exc:
+            ours = f"sglang serve: error: {exc}"
+        if "--speculative-ddtree-budget" in argv:
+            assert expected == (
+                "sglang serve: error: unrecognized arguments: --speculative-ddtree-budget 15"
+            )
+            assert ours is None
+        else:
+            assert ours == expected, argv
