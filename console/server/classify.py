@@ -268,10 +268,13 @@ def is_warning(line: str) -> bool:
 def _match(lines: Sequence[str], indices: range, *, fallback: bool) -> Failure | None:
     """The earliest line in `indices` that a specific rule matches: the first error is the
     cause, what follows (other ranks' NCCL errors, the leader's SIGQUIT) is its consequence.
-    With `fallback`, the first configuration error when no specific rule matches."""
+    With `fallback`, else a configuration error the log ends with: a ValueError that the
+    server logged more records after (a request's error while serving) ended nothing."""
     config: Failure | None = None
     for index in indices:
         line = lines[index]
+        if config is not None and _NEW_RECORD.match(line):
+            config = None
         text = strip_prefix(line)
         for rule in _RULES:
             if rule.pattern.search(text):
@@ -361,8 +364,10 @@ def classify(
     if found is not None:
         return found
     last = tuple(line for line in log_tail[-8:] if line.strip())
-    # An unclassified traceback still names the error: keep its line in the reason.
+    # An unclassified traceback the log ends with still names the error: keep its line.
     index = _exception_line(log_tail, range(len(log_tail)))
+    if index is not None and any(_NEW_RECORD.match(line) for line in log_tail[index + 1 :]):
+        index = None
     error = f": {strip_prefix(log_tail[index])[:160]}" if index is not None else ""
     line = log_tail[index] if index is not None else None
     if returncode is not None and returncode < 0:

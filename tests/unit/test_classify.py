@@ -252,3 +252,21 @@ def test_no_milestone_for_other_lines() -> None:
         "CUDA graph.",
     ):
         assert milestone(line) is None
+
+
+def test_a_request_error_while_serving_is_not_a_configuration_error() -> None:
+    """A ValueError the server logged and kept serving after ended nothing; one the log ends
+    with (argument resolution, sglang 0.5.23 srt/arg_groups/speculative_hook.py:324-327) did."""
+    error = "ValueError: The input (40000 tokens) is longer than the model's context length."
+    served = [
+        "[2026-12-01 10:02:40] The server is fired up and ready to roll!",
+        "Traceback (most recent call last):",
+        error,
+        "[2026-12-01 10:05:00] Decode batch, #running-req: 1, #token: 120",
+    ]
+    failure = classify(-9, served, stop_requested=False)
+    assert failure is not None
+    assert failure.reason == "killed by SIGKILL"
+    ended = classify(1, served[:3], stop_requested=False)
+    assert ended is not None
+    assert ended.kind == "config-error"
