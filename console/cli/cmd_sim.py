@@ -12,9 +12,9 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         help="run the SGLang-compatible simulator (takes SGLang's launch arguments)",
         description="Runs the simulator the demo mode launches: SGLang launch arguments plus "
         "--sim-speed FACTOR, --sim-seed N and --sim-fault KIND[:ARG][,...] "
-        "(slow-start, crash-at-load:{oom,nccl,import,notfound,badflag}, crash-mid-stream[:N], "
-        "hang[:S], bad-metrics, metrics-nan, metrics-reset[:S], metrics-500, http-500[:RATE], "
-        "orphans).",
+        "(slow-start, crash-at-load:{oom,kv-oom,hybrid-oom,nccl,import,notfound,gated,version,"
+        "badflag}, crash-mid-stream[:N], runtime-oom[:TOKENS], hang[:S], bad-metrics, "
+        "metrics-nan, metrics-reset[:S], metrics-500, http-500[:RATE], orphans, misbind).",
         add_help=False,
     )
     parser.add_argument("sim_args", nargs=argparse.REMAINDER)
