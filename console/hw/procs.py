@@ -1,7 +1,8 @@
-"""Processes on this host: identity (pid + start time), sessions, signals, environment markers.
+"""Processes on this host: identity (pid + start time), sessions, SGLang titles, signals,
+environment markers.
 
 Identity is the pair (pid, start time): a pid alone can be reused by an unrelated program.
-Reads come from /proc where that is cheap; psutil is used for the host-wide process scan.
+Reads come from /proc; psutil only for memory and listening sockets.
 """
 
 from __future__ import annotations
@@ -154,21 +155,6 @@ def member_processes(
             key = by_marker.get(value) if value is not None else None
         if key is not None:
             found[key].append(info)
-    return found
-
-
-def marked_processes(marker_name: str, marker_value: str) -> list[ProcessInfo]:
-    """Every live process whose environment carries `marker_name=marker_value`."""
-    found = []
-    for entry in PROC.iterdir():
-        if not entry.name.isdigit():
-            continue
-        pid = int(entry.name)
-        if environ_value(pid, marker_name) != marker_value:
-            continue
-        info = process_info(pid)
-        if info is not None and info.state not in ("Z", "X"):
-            found.append(info)
     return found
 
 
