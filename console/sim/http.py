@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -19,7 +18,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from console.sim.engine import Chunk, Engine, SimRequest
 from console.sim.state import SimState, Status
-from console.sim.text import dumps
+from console.sim.text import count_tokens, dumps
 
 log = logging.getLogger("sglang.sim")
 # Always open, by prefix (sglang 0.5.23 srt/utils/auth.py:101-105).
@@ -296,7 +295,7 @@ class Handlers:
                 return _error(400, "batched input_ids are not supported by the simulator")
             input_len = len(ids)
         elif isinstance(body.get("text"), str):
-            input_len = _count_tokens(body["text"])
+            input_len = count_tokens(body["text"])
         elif isinstance(body.get("text"), list):
             return _error(400, "batched text is not supported by the simulator")
         else:
@@ -402,14 +401,14 @@ class Handlers:
             if not isinstance(messages, list) or not messages:
                 return _error(400, "messages must be a non-empty list")
             input_len = 10 + sum(
-                _count_tokens(str(m.get("content", ""))) for m in messages if isinstance(m, dict)
+                count_tokens(str(m.get("content", ""))) for m in messages if isinstance(m, dict)
             )
         else:
             prompt = body.get("prompt")
             if isinstance(prompt, list) and prompt and isinstance(prompt[0], int):
                 input_len = len(prompt)
             elif isinstance(prompt, str):
-                input_len = _count_tokens(prompt)
+                input_len = count_tokens(prompt)
             else:
                 return _error(400, "prompt must be a string or a list of token ids")
         try:
@@ -566,10 +565,6 @@ def thinking_tokens(target: int) -> int:
     if target < 2:
         return 0
     return min(target - 1, max(1, target * 3 // 4))
-
-
-def _count_tokens(text: str) -> int:
-    return max(1, math.ceil(len(text) / 4))
 
 
 async def _wait_done(req: SimRequest) -> None:

@@ -7,6 +7,8 @@ per token, so a chunk is two slices however long the request already is.
 from __future__ import annotations
 
 import json
+import math
+import re
 
 WORDS = (
     "the of and to in is that for it as was with be by on not he this are or his from at "
@@ -20,6 +22,75 @@ WORDS = (
     "speculative draft verify tree budget kernel tensor layer cache batch"
 ).split()
 BLOCK = 64
+
+# Pieces as the large-vocabulary byte-level BPE tokenizers of the simulated models split text
+# before merging (the GPT-4 / Qwen2 pattern, letters written as [^\W\d_] for `re`):
+# contractions, a word with at most one leading non-letter, digit groups, punctuation runs,
+# whitespace.
+_PIECES = re.compile(
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\w]?[^\W\d_]+|\d{1,3}| ?[^\s\w]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+|_+"
+)
+ASCII_LETTERS_PER_TOKEN = 7
+OTHER_LETTERS_PER_TOKEN = 4
+WIDE_CHARS_PER_TOKEN = 2
+PUNCT_PER_TOKEN = 3
+
+
+def _wide(char: str) -> bool:
+    """CJK ideographs, kana and hangul: a token holds one to three of them."""
+    code = ord(char)
+    return 0x2E80 <= code <= 0x9FFF or 0xAC00 <= code <= 0xD7AF or 0xF900 <= code <= 0xFAFF
+
+
+def _segments(word: str) -> list[str]:
+    """A word cut where BPE pieces usually break: a lower-to-upper case change
+    (`getHTTPResponse`)."""
+    parts: list[str] = []
+    start = 0
+    for index in range(1, len(word)):
+        if word[index].isupper() and word[index - 1].islower():
+            parts.append(word[start:index])
+            start = index
+    parts.append(word[start:])
+    return parts
+
+
+def _word_tokens(word: str) -> int:
+    tokens = 0
+    for segment in _segments(word):
+        wide = sum(1 for char in segment if _wide(char))
+        rest = len(segment) - wide
+        per = ASCII_LETTERS_PER_TOKEN if segment.isascii() else OTHER_LETTERS_PER_TOKEN
+        tokens += math.ceil(wide / WIDE_CHARS_PER_TOKEN) + math.ceil(rest / per)
+    return max(1, tokens)
+
+
+def count_tokens(text: str) -> int:
+    """About how many tokens the simulated model's tokenizer makes of `text`.
+
+    A character count (len/4) holds for English prose only. SGLang's own bench_serving sends
+    random token ids decoded to text (sglang 0.5.23 benchmark/datasets/random.py:145-163);
+    from a 150k vocabulary that text is CJK, other scripts, code fragments and U+FFFD (a
+    character cut between two tokens), one or two characters a token, which len/4 counted
+    as a third to a half of the ids. So the count follows the tokenizer's pre-split: words
+    by case segment and script (CJK about two characters a token), digits in groups of
+    three, punctuation runs, each non-letter character outside ASCII on its own. An
+    estimate (no tokenizer ships with the simulator), close for prose and for such text.
+    """
+    tokens = 0
+    for piece in _PIECES.findall(text):
+        core = piece.strip()
+        if not core or core.isdigit():
+            tokens += 1
+        elif any(char.isalpha() for char in core):
+            lead = piece[0]
+            tokens += 0 if lead.isspace() or lead.isalpha() else 1
+            tokens += _word_tokens("".join(char for char in core if char.isalpha()))
+        else:
+            other = sum(1 for char in core if not char.isascii())
+            tokens += max(1, other + math.ceil((len(core) - other) / PUNCT_PER_TOKEN))
+    return max(1, tokens)
 
 
 class TokenStream:
