@@ -215,11 +215,8 @@ DFLASH_WITHOUT_DRAFT = _leader(
     "ValueError: DFLASH speculative decoding requires setting --speculative-draft-model-path.",
 )
 
-# argparse's exit 2 (sglang 0.5.23 srt/server_args.py:679, prog "sglang serve").
-BAD_FLAG = [
-    "usage: sglang serve [-h] --model-path MODEL_PATH [--tokenizer-path TOKENIZER_PATH] ...",
-    "sglang serve: error: unrecognized arguments: --speculative-tree-width 8",
-]
+# argparse's exit 2 (sglang 0.5.23 srt/server_args.py:679-696): the real usage, then this.
+BAD_FLAG = "unrecognized arguments: --speculative-tree-width 8"
 
 # A scheduler failing while serving: a CUDA fault in the event loop.
 MID_STREAM_CRASH = [

@@ -27,6 +27,7 @@ import uvicorn
 
 from console.hw.simload import SIM_GPU_DIR_ENV, SimProcess
 from console.sim import crashes, graphs
+from console.sim.argparser import build_parser
 from console.sim.catalog import ModelEntry, lookup
 from console.sim.clock import SimClock
 from console.sim.engine import Engine
@@ -625,8 +626,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     crash = options.fault("crash-at-load")
     if crash and crash.arg == "badflag":
-        for line in crashes.BAD_FLAG:
-            print(line, file=sys.stderr)
+        sys.stderr.write(build_parser(with_ddtree=False).format_usage())
+        print(f"sglang serve: error: {crashes.BAD_FLAG}", file=sys.stderr)
         return 2
     configure_logging(int(options.get("tp_size") or 1), int(options.get("dp_size") or 1))
     try:
