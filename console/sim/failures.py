@@ -37,7 +37,8 @@ def exit_with_traceback(
     logger.info(kill_process_tree_line(os.getpid(), False))
     cleanup()
     sys.stdout.flush()
-    print("\n".join(lines), file=sys.stderr, flush=True)
+    if lines:
+        print("\n".join(lines), file=sys.stderr, flush=True)
     return 1
 
 

@@ -393,14 +393,36 @@ class SimServer:
             sock.bind((host, port))
         except OSError as exc:
             sock.close()
-            print(
-                f"ERROR:    [Errno {exc.errno}] error while attempting to bind on address "
-                f"({host!r}, {port}): {exc.strerror.lower() if exc.strerror else exc}",
-                flush=True,
+            # uvicorn 0.54 Server.startup: the lifespan starts, the bind fails, the lifespan
+            # shuts down, sys.exit(STARTUP_FAILURE).
+            error = (
+                f"[Errno {exc.errno}] error while attempting to bind on address "
+                f"({host!r}, {port}): {exc.strerror.lower() if exc.strerror else exc}"
             )
+            for line in (
+                f"INFO:     Started server process [{os.getpid()}]",
+                "INFO:     Waiting for application startup.",
+                "INFO:     Application startup complete.",
+                f"ERROR:    {error}",
+                "INFO:     Waiting for application shutdown.",
+                "INFO:     Application shutdown complete.",
+            ):
+                print(line, flush=True)
             return None
         sock.set_inheritable(False)
         return sock
+
+    def log_uvicorn_started(self) -> None:
+        """The lines uvicorn logs at startup with SGLang's lifespan app and its own bind
+        (uvicorn 0.54 lifespan/on.py, server.py `_log_started_message`); the simulator hands
+        uvicorn a bound socket and no lifespan, so it writes them itself."""
+        uvicorn_log = logging.getLogger("uvicorn.error")
+        uvicorn_log.info("Waiting for application startup.")
+        uvicorn_log.info("Application startup complete.")
+        host = str(self.options.get("host") or "127.0.0.1")
+        address = f"[{host}]" if ":" in host else host
+        port = int(self.options.get("port") or 30000)
+        uvicorn_log.info(f"Uvicorn running on http://{address}:{port} (Press CTRL+C to quit)")
 
     async def warmup(self, state: SimState) -> None:
         """SGLang's warmup (sglang 0.5.23 srt/entrypoints/http_server.py:2360-2445): GET
@@ -567,6 +589,7 @@ class SimServer:
             serving = asyncio.create_task(server.serve(sockets=[sock]))
             while not server.started and not serving.done():
                 await asyncio.sleep(0.01)
+            self.log_uvicorn_started()
             self.serving = True
             loop = asyncio.get_running_loop()
             await self.warmup(state)

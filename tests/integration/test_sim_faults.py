@@ -266,8 +266,13 @@ def test_port_in_use_fails_after_loading(tmp_path: Path):
             stop_sim(sim)
     log = sim.log()
     assert "Load weight end." in log  # the whole load was spent first, as with SGLang
-    assert "[Errno 98] error while attempting to bind on address" in log
+    assert "\nERROR:    [Errno 98] error while attempting to bind on address" in log
     assert "address already in use" in log
+    # uvicorn's lifespan runs around the failed bind; then launch_server's `finally`.
+    assert log.index("Application startup complete.") < log.index("[Errno 98]")
+    assert log.index("[Errno 98]") < log.index("Application shutdown complete.")
+    assert log.index("Application shutdown complete.") < log.index("include_parent=False")
+    assert "Uvicorn running on" not in log
 
 
 def _group_members(pgid: int) -> list[int]:

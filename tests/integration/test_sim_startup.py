@@ -262,11 +262,25 @@ def test_sigquit_from_a_child_while_loading_and_while_serving(tmp_path: Path):
     assert LAUNCH_SIGQUIT not in log
 
 
-def test_warmup_is_one_non_streaming_request(tmp_path: Path):
-    """SGLang's warmup: non-streaming /generate, 8 new tokens (sglang 0.5.23
-    srt/entrypoints/http_server.py:2405-2445, 2494-2502)."""
+def test_uvicorn_lines_then_one_non_streaming_warmup_request(tmp_path: Path):
+    """uvicorn's startup lines, then SGLang's warmup: one non-streaming /generate of 8 new
+    tokens before the ready line (sglang 0.5.23 srt/entrypoints/http_server.py:2405-2445,
+    2494-2502, 2600)."""
     with running_sim(SMALL, tmp_path, speed=50) as sim:
         text = httpx.get(f"{sim.url}/metrics").text
+        log = sim.log()
+    order = [
+        log.index(line)
+        for line in (
+            "Capture target decode CUDA graph end.",
+            "INFO:     Started server process [",
+            "INFO:     Waiting for application startup.",
+            "INFO:     Application startup complete.",
+            f"INFO:     Uvicorn running on http://127.0.0.1:{sim.port} (Press CTRL+C to quit)",
+            "The server is fired up and ready to roll!",
+        )
+    ]
+    assert order == sorted(order)
     counts = {
         sample.labels.get("is_streaming"): sample.value
         for family in text_string_to_metric_families(text)
