@@ -127,7 +127,8 @@ async def flush_cache(client: httpx.AsyncClient, target: Target) -> str | None:
         hint = (
             f"the server refused the {which}"
             if headers
-            else "the server wants a key; name its variable with server.admin_api_key_env"
+            else "the server wants a key: name its variable in the profile's server.api_key_env"
+            " or server.admin_api_key_env"
         )
         return f"/flush_cache: HTTP {response.status_code} ({hint})"
     # SGLang answers 400 with its reason, e.g. requests still pending (http_server.py:1029-1040).

@@ -142,7 +142,7 @@ class Handlers:
             "preferred_sampling_params": None,
             "weight_version": "default",
             "load_format": "auto",
-            "reasoning_parser": None,
+            "reasoning_parser": state.reasoning_parser,
             "tool_call_parser": None,
             "disaggregation_mode": "null",
             "has_image_understanding": False,

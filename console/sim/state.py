@@ -182,7 +182,7 @@ def launch_command(argv: tuple[str, ...]) -> str:
     in clear; only a watermark config is redacted (sglang 0.5.23 srt/server_args.py:711-719,
     srt/sampling/watermarking/core.py:110-134)."""
     out: list[str] = []
-    skip_next = False
+    skip_next = redact_next = False
     for token in argv:
         if skip_next:
             skip_next = False
@@ -190,6 +190,14 @@ def launch_command(argv: tuple[str, ...]) -> str:
         flag = token.partition("=")[0]
         if flag in SIM_ONLY_FLAGS:
             skip_next = "=" not in token
+            continue
+        if redact_next:
+            out.append("<redacted>")
+            redact_next = False
+            continue
+        if flag == "--watermark-config":
+            redact_next = "=" not in token
+            out.append(token if redact_next else f"{flag}=<redacted>")
             continue
         out.append(token)
     return " ".join(out)

@@ -198,7 +198,10 @@ def test_chat_stream_with_a_reasoning_parser(tmp_path: Path):
     with (
         running_sim([*QWEN, "--reasoning-parser", "qwen3"], tmp_path, speed=20) as sim,
         sim.client() as client,
-        client.stream(
+    ):
+        # sglang 0.5.23 srt/entrypoints/http_server.py:812-850
+        assert client.get("/model_info").json()["reasoning_parser"] == "qwen3"
+        with client.stream(
             "POST",
             "/v1/chat/completions",
             json={
@@ -208,11 +211,10 @@ def test_chat_stream_with_a_reasoning_parser(tmp_path: Path):
                 "ignore_eos": True,
                 "stream_options": {"include_usage": True},
             },
-        ) as response,
-    ):
-        events = [
-            json.loads(line[6:]) for line in response.iter_lines() if line.startswith("data: {")
-        ]
+        ) as response:
+            events = [
+                json.loads(line[6:]) for line in response.iter_lines() if line.startswith("data: {")
+            ]
     deltas = [e["choices"][0]["delta"] for e in events if e["choices"]]
     # Thinking first, in reasoning_content (sglang 0.5.23
     # srt/entrypoints/openai/serving_chat.py:973-1000), then the answer in content.
