@@ -74,7 +74,12 @@ def summarize_level(
             steps.append((r["e2e_s"] - r["ttft_s"]) / count)
     step_time = mean(steps)
     accept = accept_counters if accept_counters is not None else per_request_accept
-    speculative = (cell.get("algorithm") or "off").upper() not in ("OFF", "NONE", "")
+    algorithm = cell.get("algorithm")
+    if algorithm is None:
+        # Unknown (a --url server whose /server_info did not say): measured acceptance wins.
+        speculative = accept is not None
+    else:
+        speculative = str(algorithm).upper() not in ("OFF", "NONE", "")
     accepted_per_step = accept if speculative else 1.0
     tokens_per_chunk = mean([r.get("tokens_per_chunk") for r in ok])
     summary: dict[str, Any] = {
