@@ -241,16 +241,28 @@ class Handlers:
             timeout = float(request.query_params.get("timeout", "0") or 0)
         except ValueError:
             return _error(400, "timeout must be a number")
+        # A flush waits up to `timeout` real seconds for the scheduler to go idle
+        # (sglang 0.5.23 srt/managers/scheduler_components/flush_wrapper.py:22-60).
         deadline = time.monotonic() + timeout
-        while not state.idle and time.monotonic() < deadline:
+        while timeout > 0 and not state.idle and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         if not state.idle:
-            return PlainTextResponse(
-                "Cache not flushed because there are pending requests. #queue-req: "
-                f"{sum(len(e.waiting) for e in state.engines)}, #running-req: "
-                f"{sum(len(e.running) for e in state.engines)}\n",
-                status_code=400,
+            if timeout > 0:
+                log.warning(
+                    "Deferred flush_cache timed out while waiting for idle state.",
+                    extra={"scheduler": True},
+                )
+                return PlainTextResponse("Timed out waiting for idle state.", status_code=400)
+            log.warning(
+                "Cache not flushed because there are pending requests. #queue-req: %d, "
+                "#running-req: %d",
+                sum(len(e.waiting) for e in state.engines),
+                sum(len(e.running) for e in state.engines),
+                extra={"scheduler": True},
             )
+            # The scheduler's refusal has no message: the route's default
+            # (srt/entrypoints/http_server.py:1029-1040, srt/managers/scheduler.py:5518-5546).
+            return PlainTextResponse("Flush cache failed.\n", status_code=400)
         state.stats.flush()
         log.info("Cache flushed successfully!")
         return PlainTextResponse(
