@@ -77,17 +77,41 @@ def _decode_disabled(options: SimOptions) -> bool:
     )
 
 
-def prefill_disabled_by_flags(options: SimOptions) -> bool:
-    return (
-        bool(options.get("disable_cuda_graph"))
-        or bool(options.get("disable_prefill_cuda_graph"))
-        or options.get("cuda_graph_backend_prefill") == "disabled"
-    )
+def prefill_backend(options: SimOptions) -> str:
+    """`--cuda-graph-backend-prefill`, else the CUDA default; `disabled` when a flag turns the
+    prefill graph off (srt/arg_groups/cuda_graph_hook.py:60-71)."""
+    if options.get("disable_cuda_graph") or options.get("disable_prefill_cuda_graph"):
+        return "disabled"
+    return str(options.get("cuda_graph_backend_prefill") or PREFILL_BACKEND)
+
+
+def prefill_conflicts(options: SimOptions) -> list[str]:
+    """The startup warnings that turn a prefill graph off, in the order resolution checks
+    them: KV-cache sharding (srt/arg_groups/kv_shard_hook.py:326-333), then the breakable
+    backend's rules, of which the simulator knows two (cuda_graph_hook.py:213-221, 242-247)."""
+    backend = prefill_backend(options)
+    if backend == "disabled":
+        return []
+    if options.get("enable_kv_cache_sharding"):
+        return [
+            f"Prefill CUDA graph ({backend}) is incompatible with --enable-kv-cache-sharding; "
+            "disabling it."
+        ]
+    if backend != "breakable":
+        return []
+    for name, on in (
+        ("decode context parallel (dcp_size > 1)", int(options.get("dcp_size") or 1) > 1),
+        ("two-batch overlap", bool(options.get("enable_two_batch_overlap"))),
+    ):
+        if on:
+            return [
+                f"Breakable CUDA graph is incompatible with {name}; disabling prefill CUDA graph."
+            ]
+    return []
 
 
 def prefill_disabled(options: SimOptions) -> bool:
-    """Off by a flag, or by KV-cache sharding (srt/arg_groups/kv_shard_hook.py:326-333)."""
-    return prefill_disabled_by_flags(options) or bool(options.get("enable_kv_cache_sharding"))
+    return prefill_backend(options) == "disabled" or bool(prefill_conflicts(options))
 
 
 def plan_captures(
@@ -102,7 +126,8 @@ def plan_captures(
             Capture(
                 "target prefill",
                 "Capture target prefill CUDA graph begin. "
-                f"backend={PREFILL_BACKEND}, num_tokens={tokens}, avail mem={{avail:.2f}} GB",
+                f"backend={prefill_backend(options)}, num_tokens={tokens}, "
+                "avail mem={avail:.2f} GB",
                 "Capture target prefill CUDA graph end. elapsed={elapsed:.2f} s, "
                 "mem usage={usage:.2f} GB, avail mem={after:.2f} GB.",
                 False,
@@ -114,6 +139,8 @@ def plan_captures(
         return captures
     max_bs = int(options.get("cuda_graph_max_bs_decode") or max_running)
     name, per_req = ("target verify", draft_tokens) if algorithm else ("target decode", 1)
+    if algorithm == "DDTREE" and options.get("speculative_ddtree_budget"):
+        per_req = int(options.get("speculative_ddtree_budget")) + 1  # the tree and its root
     captures.append(
         Capture(
             name,

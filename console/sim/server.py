@@ -198,15 +198,8 @@ class SimServer:
         if int(options.get("pp_size") or 1) > 1:
             # sglang 0.5.23 srt/arg_groups/overrides.py:1623-1628
             log.warning("Pipeline parallelism is incompatible with overlap schedule.")
-        if options.get("enable_kv_cache_sharding") and not graphs.prefill_disabled_by_flags(
-            options
-        ):
-            # sglang 0.5.23 srt/arg_groups/kv_shard_hook.py:326-331
-            log.warning(
-                "Prefill CUDA graph (%s) is incompatible with --enable-kv-cache-sharding; "
-                "disabling it.",
-                graphs.PREFILL_BACKEND,
-            )
+        for warning in graphs.prefill_conflicts(options):
+            log.warning(warning)
         algorithm = str(options.get("speculative_algorithm") or "").upper()
         if algorithm == "DFLASH" and not options.get("speculative_draft_model_path"):
             return exit_with_traceback(

@@ -213,6 +213,34 @@ def test_startup_warning_is_incompatible_with_then_a_real_failure(tmp_path: Path
         stop_sim(sim)
 
 
+@pytest.mark.parametrize(
+    ("flags", "warning"),
+    [
+        # sglang 0.5.23 srt/arg_groups/cuda_graph_hook.py:219, 244
+        (
+            ["--enable-two-batch-overlap"],
+            "Breakable CUDA graph is incompatible with two-batch overlap; disabling prefill CUDA "
+            "graph.",
+        ),
+        # sglang 0.5.23 srt/arg_groups/kv_shard_hook.py:330
+        (
+            ["--enable-kv-cache-sharding"],
+            "Prefill CUDA graph (breakable) is incompatible with --enable-kv-cache-sharding; "
+            "disabling it.",
+        ),
+    ],
+)
+def test_a_prefill_graph_conflict_warns_and_skips_that_capture(
+    tmp_path: Path, flags: list[str], warning: str
+):
+    with running_sim([*SMALL, *flags], tmp_path, speed=50) as sim:
+        log = sim.log()
+    assert _prefixes(log, warning) == [""]  # the leader, while resolving
+    assert "Capture target prefill CUDA graph" not in log
+    assert _prefixes(log, "Disable prefill CUDA graph because cuda_graph_config resolved") == [""]
+    assert "Capture target decode CUDA graph end." in log
+
+
 def test_runtime_oom_ends_the_server_by_the_serving_sigquit_path(tmp_path: Path):
     """sglang 0.5.23 srt/mem_cache/allocation.py:612-620, then the serving-phase handler
     (srt/managers/tokenizer_manager.py:4072-4081) and kill_process_tree: exit -9."""
