@@ -16,8 +16,13 @@ SITE = "/opt/sglang/.venv/lib/python3.11/site-packages"
 SGLANG = f"{SITE}/sglang"
 
 
-def _frame(path: str, line: int, function: str, code: str) -> list[str]:
-    return [f'  File "{path}", line {line}, in {function}', f"    {code}"]
+def _frame(path: str, line: int, function: str, code: str, under: str = "") -> list[str]:
+    """One traceback frame; `under` is the part of the line Python 3.11 marks with carets
+    (it marks none when the failing expression is the whole line)."""
+    lines = [f'  File "{path}", line {line}, in {function}', f"    {code}"]
+    if under:
+        lines.append(" " * (4 + code.index(under)) + "^" * len(under))
+    return lines
 
 
 # sglang 0.5.23 srt/managers/scheduler.py:6362 (Scheduler built) and :6368 (event loop); the
@@ -28,6 +33,7 @@ _AT_INIT = _frame(
     6362,
     "run_scheduler_process",
     "scheduler = Scheduler(server_args, port_args)",
+    "Scheduler(server_args, port_args)",
 )
 _AT_LOOP = _frame(
     f"{SGLANG}/srt/managers/scheduler.py",
@@ -89,11 +95,12 @@ LOAD_CRASHES: dict[str, Crash] = {
     # torch's allocator text (torch 2.14 libc10_cuda.so), raised while the pool is built.
     "oom": _scheduler(
         "pool",
+        # Building the request pool: sglang 0.5.23 srt/mem_cache/kv_cache_configurator.py:1718.
         *_frame(
-            f"{SGLANG}/srt/model_executor/model_runner.py",
-            1984,
-            "init_memory_pool",
-            "self.req_to_token_pool = ReqToTokenPool(",
+            f"{SGLANG}/srt/mem_cache/kv_cache_configurator.py",
+            1718,
+            "_build_hybrid_req_pool",
+            "req_to_token_pool = HybridReqToTokenPool(",
         ),
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.50 GiB. GPU 0 has a "
         "total capacity of 95.59 GiB of which 1.13 GiB is free. Including non-PyTorch memory, "
@@ -131,11 +138,18 @@ LOAD_CRASHES: dict[str, Crash] = {
     # torch's NCCL texts (libtorch_cuda.so), raised while the process groups come up.
     "nccl": _scheduler(
         "init",
+        # The first collective: sglang 0.5.23 srt/distributed/bootstrap.py:164, 361.
         *_frame(
-            f"{SGLANG}/srt/distributed/parallel_state.py",
-            1290,
-            "init_distributed_environment",
-            "torch.distributed.barrier()",
+            f"{SGLANG}/srt/distributed/bootstrap.py",
+            164,
+            "init_parallel_runtime",
+            "_prewarm_nccl()",
+        ),
+        *_frame(
+            f"{SGLANG}/srt/distributed/bootstrap.py",
+            361,
+            "_prewarm_nccl",
+            "dist.all_reduce(warmup_tensor, group=tp_group_handle)",
         ),
         "torch.distributed.DistBackendError: NCCL error in: "
         "/pytorch/torch/csrc/distributed/c10d/NCCLUtils.cpp:77, unhandled cuda error (run with "
@@ -224,9 +238,10 @@ MID_STREAM_CRASH = [
     *_AT_LOOP,
     *_frame(
         f"{SGLANG}/srt/managers/scheduler.py",
-        1422,
+        2109,
         "event_loop_overlap",
         "batch_result = self.run_batch(batch)",
+        "self.run_batch(batch)",
     ),
     "RuntimeError: CUDA error: an illegal memory access was encountered",
     "CUDA kernel errors might be asynchronously reported at some other API call, so the "
