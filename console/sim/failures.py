@@ -30,15 +30,21 @@ def die_by_sigquit(
     die_by_kill_tree(logger, cleanup=cleanup)
 
 
-def exit_with_traceback(
-    logger: logging.Logger, lines: Sequence[str], *, cleanup: Callable[[], None]
-) -> int:
-    """An exception that leaves the leader's main: exit status 1."""
+def launch_server_finally(logger: logging.Logger, *, cleanup: Callable[[], None]) -> None:
+    """`kill_process_tree(os.getpid(), include_parent=False)` in launch_server's `finally`
+    (sglang 0.5.23 launch_server.py:83-86): the children go, the leader exits on its own."""
     logger.info(kill_process_tree_line(os.getpid(), False))
     cleanup()
     sys.stdout.flush()
-    if lines:
-        print("\n".join(lines), file=sys.stderr, flush=True)
+
+
+def exit_with_traceback(
+    logger: logging.Logger, lines: Sequence[str], *, cleanup: Callable[[], None]
+) -> int:
+    """An exception that leaves the leader's main: the `finally`, then Python prints the
+    traceback; exit status 1."""
+    launch_server_finally(logger, cleanup=cleanup)
+    print("\n".join(lines), file=sys.stderr, flush=True)
     return 1
 
 

@@ -1,10 +1,13 @@
 """`python -m console.sim`: start up like SGLang, then serve until stopped.
 
-Startup: a load phase with SGLang's log milestones (connection refused meanwhile), the HTTP
-port bound only after loading, a warmup request, then the ready line. SIGTERM before warmup
-kills at once (SGLang installs its drain handler lazily); after it, the server drains running
-requests and exits. Scheduler and detokenizer child processes die with the leader unless the
-`orphans` fault is on.
+Startup as SGLang 0.5.23's: argument resolution in the leader, then the schedulers' load
+phases, each rank's lines with its own prefix (console.sim.ranklog), CUDA graph capture
+(console.sim.graphs), the HTTP port bound only after loading (connection refused meanwhile),
+SGLang's warmup request, then the ready line. SIGTERM before warmup kills at once (SGLang
+installs its drain handler lazily); after it, the server drains running requests and exits 0.
+Failures end the way SGLang's do (console.sim.failures): -9 after a scheduler's, 1 after the
+leader's, 2 for argparse, 3 for a port in use. Scheduler and detokenizer child processes die
+with the leader unless the `orphans` fault is on.
 """
 
 from __future__ import annotations
@@ -31,7 +34,12 @@ from console.sim.argparser import build_parser
 from console.sim.catalog import ModelEntry, lookup
 from console.sim.clock import SimClock
 from console.sim.engine import Engine
-from console.sim.failures import die_by_kill_tree, die_by_sigquit, exit_with_traceback
+from console.sim.failures import (
+    die_by_kill_tree,
+    die_by_sigquit,
+    exit_with_traceback,
+    launch_server_finally,
+)
 from console.sim.gpuload import GPU_MEMORY_BYTES, GpuLoadPublisher, visible_gpus
 from console.sim.http import build_app
 from console.sim.options import MODELED, OptionsError, SimOptions, parse
@@ -565,7 +573,7 @@ class SimServer:
             if sock is None:
                 # uvicorn's STARTUP_FAILURE exit (uvicorn config.py:81), then launch_server's
                 # `finally` (sglang 0.5.23 launch_server.py:83-86).
-                exit_with_traceback(log, [], cleanup=self.cleanup)
+                launch_server_finally(log, cleanup=self.cleanup)
                 return 3
             tasks = [asyncio.create_task(engine.run()) for engine in state.engines]
             tasks.append(asyncio.create_task(self.publish_loop(state)))
