@@ -9,7 +9,7 @@ before any scheduler starts, a plain traceback and exit status 1.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 SITE = "/opt/sglang/.venv/lib/python3.11/site-packages"
@@ -75,12 +75,26 @@ class Crash:
     `weights` (Load weight), `pool` (after the weights, building the KV pool)."""
 
 
-def fill(lines: Sequence[str], *, model: str, mem_fraction_static: float) -> list[str]:
-    """The crash's lines with this launch's model and memory fraction in them."""
-    return [
-        line.replace("{model}", model).replace("{mem_fraction_static}", f"{mem_fraction_static:g}")
-        for line in lines
-    ]
+def fill(
+    lines: Sequence[str], *, model: str, mem_fraction_static: float, endpoint: str
+) -> list[str]:
+    """The crash's lines with this launch's model, memory fraction and Hub endpoint in them."""
+    values = {
+        "{model}": model,
+        "{mem_fraction_static}": f"{mem_fraction_static:g}",
+        "{endpoint}": endpoint,
+    }
+    filled = []
+    for line in lines:
+        for key, value in values.items():
+            line = line.replace(key, value)
+        filled.append(line)
+    return filled
+
+
+def hub_endpoint(environ: Mapping[str, str]) -> str:
+    """huggingface_hub's ENDPOINT: HF_ENDPOINT (a mirror) or the Hub (constants.py:69)."""
+    return environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
 
 
 def _scheduler(stage: str, *lines: str) -> Crash:
@@ -170,8 +184,8 @@ LOAD_CRASHES: dict[str, Crash] = {
         "ImportError: cannot import name 'SparsityStructure' from 'compressed_tensors.config' "
         f"({SITE}/compressed_tensors/config/__init__.py)",
     ),
-    # transformers 5.19 utils/hub.py:619-623 (the model config is read while the arguments
-    # are resolved, in the leader).
+    # transformers 5.19 utils/hub.py:619-623, with huggingface_hub's endpoint (the model config
+    # is read while the arguments are resolved, in the leader).
     "notfound": _leader(
         *_frame(
             f"{SITE}/transformers/utils/hub.py",
@@ -179,7 +193,7 @@ LOAD_CRASHES: dict[str, Crash] = {
             "cached_files",
             "raise OSError(",
         ),
-        "OSError: We couldn't connect to 'https://huggingface.co' to load the files, and "
+        "OSError: We couldn't connect to '{endpoint}' to load the files, and "
         "couldn't find them in the cached files.",
         "Check your internet connection or see how to run the library in offline mode at "
         "'https://huggingface.co/docs/transformers/installation#offline-mode'.",
@@ -193,7 +207,7 @@ LOAD_CRASHES: dict[str, Crash] = {
         "401 Client Error. (Request ID: Root=1-692cf1a0-3c5e0a1b7d2f4e6a8b9c0d1e;"
         "5f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b)",
         "",
-        "Cannot access gated repo for url https://huggingface.co/{model}/resolve/main/config.json.",
+        "Cannot access gated repo for url {endpoint}/{model}/resolve/main/config.json.",
         "Access to model {model} is restricted. You must have access to it and be "
         "authenticated to access it. Please log in.",
     ),

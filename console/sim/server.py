@@ -224,6 +224,7 @@ class SimServer:
             crash.lines,
             model=str(self.options.get("model_path")),
             mem_fraction_static=float(self.options.get("mem_fraction_static") or 0.85),
+            endpoint=crashes.hub_endpoint(os.environ),
         )
 
     def fail_in_scheduler(self, crash: crashes.Crash) -> NoReturn:

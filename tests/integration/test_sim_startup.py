@@ -139,14 +139,16 @@ def test_speculative_capture_has_verify_and_draft_graphs(tmp_path: Path):
     assert order == sorted(order)
 
 
-def _run_sim(args: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def _run_sim(
+    args: list[str], timeout: float = 60, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "console.sim", *args],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=timeout,
-        env={**os.environ, "DDCONSOLE_SIM_SPEED": "50"},
+        env={**os.environ, "DDCONSOLE_SIM_SPEED": "50", **(env or {})},
         check=False,
     )
 
@@ -193,6 +195,20 @@ def test_dflash_without_a_draft_path_fails_resolution_with_exit_1():
     )
     assert "Init parallel begin." not in result.stdout
     assert "include_parent=False" in result.stdout
+
+
+def test_model_not_found_names_the_hub_mirror():
+    """transformers 5.19 utils/hub.py:619-623 names huggingface_hub's ENDPOINT, which
+    HF_ENDPOINT sets (huggingface_hub constants.py:69)."""
+    result = _run_sim(
+        [*SMALL, "--port", "1", "--sim-fault", "crash-at-load:notfound"],
+        env={"HF_ENDPOINT": "https://hf-mirror.example/"},
+    )
+    assert result.returncode == 1
+    assert (
+        "OSError: We couldn't connect to 'https://hf-mirror.example' to load the files"
+        in result.stderr
+    )
 
 
 def test_startup_warning_is_incompatible_with_then_a_real_failure(tmp_path: Path):
