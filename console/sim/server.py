@@ -146,7 +146,8 @@ class SimServer:
         self.exit_code = 0
         self.ranks = RankLog(log, rank_prefixes(self.tp, self.dp))
         self.serving = False
-        """True once the serving-phase SIGQUIT handler would be installed."""
+        """True once SGLang's serving-phase SIGQUIT handler would be installed: at the first
+        generate request, the warmup's."""
 
     # -- process tree --------------------------------------------------------------------
 
@@ -460,6 +461,9 @@ class SimServer:
                 "stream": False,
                 "temperature": 0.0,
             }
+        # The first generate request installs the serving-phase signal handlers
+        # (sglang 0.5.23 srt/managers/tokenizer_manager.py:900, 2440-2462).
+        self.serving = True
         status, reply = await self._request("POST", path, body, headers)
         if status != 200 and not self.options.fault("http-500"):
             log.error(
@@ -514,6 +518,7 @@ class SimServer:
 
     async def on_fault(self, kind: str) -> None:
         if kind == "crash-mid-stream":
+            self.serving = True  # a request came in: the serving-phase handler is installed
             self.fail_in_scheduler(crashes.Crash(tuple(crashes.MID_STREAM_CRASH), True, "serve"))
 
     async def runtime_oom(self, state: SimState, after_tokens: float) -> None:
@@ -592,7 +597,6 @@ class SimServer:
             while not server.started and not serving.done():
                 await asyncio.sleep(0.01)
             self.log_uvicorn_started()
-            self.serving = True
             loop = asyncio.get_running_loop()
             await self.warmup(state)
             loop.add_signal_handler(
