@@ -470,7 +470,10 @@ class Handlers:
         # Chat deltas always carry `reasoning_content` (null when not thinking), and a
         # chunk has no `usage` key unless it has usage (sglang 0.5.23
         # srt/entrypoints/openai/sse_utils.py:13-50, serving_chat.py:2583-2600).
-        tail = '"logprobs":null,"finish_reason":null,"matched_stop":null}]}\n\n'
+        # Completion chunks are pydantic models and keep `"usage":null` (sglang 0.5.23
+        # srt/entrypoints/openai/protocol.py:568-575).
+        close = "]}\n\n" if chat else '],"usage":null}\n\n'
+        tail = '"logprobs":null,"finish_reason":null,"matched_stop":null}' + close
         try:
             if chat:
                 yield (
@@ -517,7 +520,7 @@ class Handlers:
             delta = '"delta":{"reasoning_content":null}' if chat else '"text":""'
             yield (
                 f'data: {{{head},"choices":[{{"index":0,{delta},"logprobs":null,'
-                f'"finish_reason":"{reason}","matched_stop":null}}]}}\n\n'
+                f'"finish_reason":"{reason}","matched_stop":null}}{close}'
             )
             if spec_details and self.state.decode.speculative and req.verify_ct:
                 details = dumps({"spec_tokens_details": self._spec_details(req)})
