@@ -233,3 +233,22 @@ def test_chat_stream_with_a_reasoning_parser(tmp_path: Path):
     assert usage["completion_tokens"] == 40
     assert len(thinking.split()) == usage["reasoning_tokens"] > 0
     assert len(thinking.split()) + len(answer.split()) == 40
+
+
+def test_idle_schedulers_publish_zeros_every_30_s(tmp_path: Path):
+    # The idle path logs stats 30 s after the last log even with nothing served, with
+    # gen_throughput 0 (sglang 0.5.23 srt/managers/scheduler_components/metrics_reporter.py
+    # :1476-1532). At --sim-speed 40, 30 simulated seconds pass in under a second.
+    with (
+        running_sim([*SMALL, "--skip-server-warmup"], tmp_path, speed=40) as sim,
+        sim.client() as client,
+    ):
+        found: dict[str, Any] = {}
+        for _ in range(200):
+            found = families(client.get("/metrics").text)
+            if "sglang:num_running_reqs" in found:
+                break
+            threading.Event().wait(0.05)
+    assert found["sglang:num_running_reqs"].samples[0].value == 0
+    assert found["sglang:gen_throughput"].samples[0].value == 0
+    assert "sglang:realtime_tokens" not in found  # nothing was processed
