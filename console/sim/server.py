@@ -68,7 +68,9 @@ UVICORN_LOG_CONFIG: dict[str, Any] = {
     "formatters": {
         "default": {
             "()": "uvicorn.logging.DefaultFormatter",
-            "fmt": "%(levelprefix)s %(message)s",
+            # SGLang's uvicorn format (sglang 0.5.23 srt/utils/common.py:3509-3516).
+            "fmt": "[%(asctime)s] %(levelprefix)s %(message)s",
+            "datefmt": "%Y-%m-%d %H:%M:%S",
             "use_colors": False,
         }
     },
@@ -402,6 +404,7 @@ class SimServer:
                 f"[Errno {exc.errno}] error while attempting to bind on address "
                 f"({host!r}, {port}): {exc.strerror.lower() if exc.strerror else exc}"
             )
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S")
             for line in (
                 f"INFO:     Started server process [{os.getpid()}]",
                 "INFO:     Waiting for application startup.",
@@ -410,7 +413,7 @@ class SimServer:
                 "INFO:     Waiting for application shutdown.",
                 "INFO:     Application shutdown complete.",
             ):
-                print(line, flush=True)
+                print(f"[{stamp}] {line}", flush=True)
             return None
         sock.set_inheritable(False)
         return sock

@@ -266,7 +266,7 @@ def test_port_in_use_fails_after_loading(tmp_path: Path):
             stop_sim(sim)
     log = sim.log()
     assert "Load weight end." in log  # the whole load was spent first, as with SGLang
-    assert "\nERROR:    [Errno 98] error while attempting to bind on address" in log
+    assert "] ERROR:    [Errno 98] error while attempting to bind on address" in log
     assert "address already in use" in log
     # uvicorn's lifespan runs around the failed bind; then launch_server's `finally`.
     assert log.index("Application startup complete.") < log.index("[Errno 98]")

@@ -325,6 +325,8 @@ def test_uvicorn_lines_then_one_non_streaming_warmup_request(tmp_path: Path):
         )
     ]
     assert order == sorted(order)
+    # uvicorn logs in SGLang's format (sglang 0.5.23 srt/utils/common.py:3509-3516).
+    assert _prefixes(log, "INFO:     Uvicorn running on") == [""]
     counts = {
         sample.labels.get("is_streaming"): sample.value
         for family in text_string_to_metric_families(text)
