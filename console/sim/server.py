@@ -442,13 +442,16 @@ class SimServer:
         status, reply = await self._request("GET", "/model_info", None, headers)
         info = json.loads(reply) if status == 200 else {}
         path = "/generate"
-        # SGLang sends one prompt per DP rank as a batch; the simulator's /generate takes one.
+        # SGLang sends one prompt per DP rank in one batched request; the simulator's /generate
+        # takes one prompt, so it sends as many requests at once (the same requests counted).
+        copies = max(1, self.dp)
         body: dict[str, Any] = {
             "sampling_params": {"temperature": 0, "max_new_tokens": 8},
             "text": "The capital city of France is",
         }
         if isinstance(info, dict) and info.get("has_image_understanding"):
             path = "/v1/chat/completions"
+            copies = 1
             body = {
                 "model": self.served_name,
                 "messages": [
@@ -467,7 +470,10 @@ class SimServer:
         # The first generate request installs the serving-phase signal handlers
         # (sglang 0.5.23 srt/managers/tokenizer_manager.py:900, 2440-2462).
         self.serving = True
-        status, reply = await self._request("POST", path, body, headers)
+        replies = await asyncio.gather(
+            *(self._request("POST", path, body, headers) for _ in range(copies))
+        )
+        status, reply = next((r for r in replies if r[0] != 200), replies[0])
         if status != 200 and not self.options.fault("http-500"):
             log.error(
                 "Initialization failed. warmup error: Traceback (most recent call last):\n"

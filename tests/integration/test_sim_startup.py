@@ -336,3 +336,18 @@ def test_uvicorn_lines_then_one_non_streaming_warmup_request(tmp_path: Path):
     }
     assert counts.get("false") == 1
     assert counts.get("true", 0) == 0
+
+
+def test_warmup_sends_one_prompt_per_dp_rank(tmp_path: Path):
+    """With dp > 1 SGLang's warmup carries one prompt per DP rank (sglang 0.5.23
+    srt/entrypoints/http_server.py:2441-2445)."""
+    with running_sim([*SMALL, "--dp-size", "2"], tmp_path, speed=50) as sim:
+        text = httpx.get(f"{sim.url}/metrics").text
+    total = sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        if family.name == "sglang:num_requests"
+        for sample in family.samples
+        if sample.name.endswith("_total")
+    )
+    assert total == 2
