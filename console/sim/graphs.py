@@ -4,7 +4,8 @@ The target model captures prefill first, then decode, or verify for speculative 
 (sglang 0.5.23 srt/model_executor/model_runner_components/cuda_graph_setup.py:421-437; texts
 at :683-698 and :750-790); every rank logs them. An EAGLE-style draft with more than one step
 then captures draft decode and draft extend graphs, logged on rank 0 only
-(srt/speculative/eagle_worker_v2.py:510-536, 625-654).
+(srt/speculative/eagle_worker_v2.py:510-536, 625-654); a DFLASH draft captures a draft
+verify graph.
 """
 
 from __future__ import annotations
@@ -153,6 +154,23 @@ def plan_captures(
             0.6,
         )
     )
+    if algorithm == "DFLASH":
+        # The DFLASH draft runner is built with the target's algorithm, so its decode capture
+        # is a "draft verify" one, on every rank (srt/speculative/dflash_worker_v2.py:424,
+        # 698-750; cuda_graph_setup.py:750-757).
+        captures.append(
+            Capture(
+                "draft verify",
+                f"Capture draft verify CUDA graph begin. backend={DECODE_BACKEND}, "
+                f"num_tokens_per_req={draft_tokens}, avail mem={{avail:.2f}} GB",
+                "Capture draft verify CUDA graph end. "
+                f"bs={decode_batch_sizes(max_bs, True)}, "
+                "elapsed={elapsed:.2f} s, mem usage={usage:.2f} GB, avail mem={after:.2f} GB.",
+                False,
+                0.5 * slow,
+                0.2,
+            )
+        )
     steps = int(options.get("speculative_num_steps") or 0)
     if algorithm in EAGLE_FAMILY and steps > 1:
         sizes = decode_batch_sizes(max_bs, True)

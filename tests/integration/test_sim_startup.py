@@ -139,6 +139,26 @@ def test_speculative_capture_has_verify_and_draft_graphs(tmp_path: Path):
     assert order == sorted(order)
 
 
+def test_dflash_draft_captures_a_verify_graph(tmp_path: Path):
+    """The DFLASH draft runner carries the target's algorithm, so its capture is "draft
+    verify" (sglang 0.5.23 srt/speculative/dflash_worker_v2.py:424, 748-750)."""
+    args = [
+        *QWEN,
+        "--speculative-algorithm",
+        "DFLASH",
+        "--speculative-draft-model-path",
+        "z-lab/Qwen3.6-27B-DFlash",
+        "--speculative-num-draft-tokens",
+        "16",
+    ]
+    with running_sim(args, tmp_path, speed=50) as sim:
+        log = sim.log()
+    target = log.index("Capture target verify CUDA graph end.")
+    draft = log.index("Capture draft verify CUDA graph begin. backend=full, num_tokens_per_req=16")
+    assert target < draft < log.index("Capture draft verify CUDA graph end. bs=[1, 2, 3,")
+    assert "Capture draft decode" not in log
+
+
 def _run_sim(
     args: list[str], timeout: float = 60, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
