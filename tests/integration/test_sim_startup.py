@@ -64,7 +64,7 @@ def test_cuda_graph_lines_appear_while_capturing(tmp_path: Path):
     """Capture lines in 0.5.23's texts (sglang 0.5.23 srt/model_executor/
     model_runner_components/cuda_graph_setup.py:683-698, 750-790): prefill first, then decode;
     the server refuses connections until the capture is over."""
-    sim = start_sim([*SMALL, "--sim-fault", "slow-start"], tmp_path=tmp_path, speed=1)
+    sim = start_sim([*SMALL, "--sim-fault", "slow-start"], tmp_path=tmp_path, speed=2)
     try:
         deadline = time.monotonic() + 60
         while "Capture target decode CUDA graph begin." not in sim.log():
@@ -72,7 +72,7 @@ def test_cuda_graph_lines_appear_while_capturing(tmp_path: Path):
             assert sim.proc.poll() is None, sim.log()
             time.sleep(0.05)
         log = sim.log()
-        assert "Capture target decode CUDA graph end." not in log  # 4.8 s capture at speed 1
+        assert "Capture target decode CUDA graph end." not in log  # a 2.4 s capture at speed 2
         with pytest.raises(httpx.ConnectError):
             httpx.get(f"{sim.url}/ready", timeout=1)
         prefill = re.search(
