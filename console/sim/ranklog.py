@@ -71,3 +71,19 @@ class RankLog:
     def first(self, level: int, message: str) -> None:
         """A line rank 0 logs (log_info_on_rank0, or the first rank to fail)."""
         self.logger.log(level, message, extra={"prefix": self.prefixes[0]})
+
+
+class AccessPathFilter(logging.Filter):
+    """Drops uvicorn access lines for some path prefixes, as SGLang's UvicornAccessLogFilter
+    (sglang 0.5.23 srt/utils/common.py:3452-3506) does with the request line's path."""
+
+    def __init__(self, excluded_path_prefixes: Sequence[str] = ()) -> None:
+        super().__init__()
+        self.excluded = tuple(str(p) for p in excluded_path_prefixes if p)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        # uvicorn's access record: (client_addr, method, full_path, http_version, status_code).
+        args = record.args
+        path = str(args[2]) if isinstance(args, tuple) and len(args) >= 3 else ""
+        path = path.split("?", 1)[0]
+        return not any(path.startswith(prefix) for prefix in self.excluded)

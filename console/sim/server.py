@@ -45,7 +45,7 @@ from console.sim.http import build_app
 from console.sim.options import MODELED, OptionsError, SimOptions, parse
 from console.sim.perf import GPUS_PER_NUMA_NODE, decoding
 from console.sim.proctree import ProcessTree, Rank, plan_ranks
-from console.sim.ranklog import RankLog, configure_logging, rank_prefixes
+from console.sim.ranklog import AccessPathFilter, RankLog, configure_logging, rank_prefixes
 from console.sim.state import SimState, Status
 from console.sim.stats import SimStats
 
@@ -62,30 +62,54 @@ SIM_NUMA_NODES = 2
 """NUMA nodes of the simulated host (console/hw/simulated.py SimulatedHostSpec)."""
 
 
-UVICORN_LOG_CONFIG: dict[str, Any] = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {
-        "default": {
-            "()": "uvicorn.logging.DefaultFormatter",
-            # SGLang's uvicorn format (sglang 0.5.23 srt/utils/common.py:3509-3516).
-            "fmt": "[%(asctime)s] %(levelprefix)s %(message)s",
-            "datefmt": "%Y-%m-%d %H:%M:%S",
-            "use_colors": False,
+def uvicorn_log_config(exclude_prefixes: list[str]) -> dict[str, Any]:
+    """uvicorn's logging as SGLang sets it up: its default config with SGLang's formats, the
+    access log on, minus the paths of `--uvicorn-access-log-exclude-prefixes` (sglang 0.5.23
+    srt/utils/common.py:3452-3575); lines go to stdout, where the simulator logs."""
+    stamp = "%Y-%m-%d %H:%M:%S"
+    access: dict[str, Any] = {
+        "formatter": "access",
+        "class": "logging.StreamHandler",
+        "stream": "ext://sys.stdout",
+    }
+    config: dict[str, Any] = {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {
+            "default": {
+                "()": "uvicorn.logging.DefaultFormatter",
+                "fmt": "[%(asctime)s] %(levelprefix)s %(message)s",
+                "datefmt": stamp,
+                "use_colors": False,
+            },
+            "access": {
+                "()": "uvicorn.logging.AccessFormatter",
+                "fmt": '[%(asctime)s] %(levelprefix)s %(client_addr)s - "%(request_line)s" '
+                "%(status_code)s",
+                "datefmt": stamp,
+                "use_colors": False,
+            },
+        },
+        "handlers": {
+            "default": {
+                "formatter": "default",
+                "class": "logging.StreamHandler",
+                "stream": "ext://sys.stdout",
+            },
+            "access": access,
+        },
+        "loggers": {
+            "uvicorn": {"handlers": ["default"], "level": "INFO", "propagate": False},
+            "uvicorn.error": {"level": "INFO"},
+            "uvicorn.access": {"handlers": ["access"], "level": "INFO", "propagate": False},
+        },
+    }
+    if exclude_prefixes:
+        config["filters"] = {
+            "exclude": {"()": AccessPathFilter, "excluded_path_prefixes": exclude_prefixes}
         }
-    },
-    "handlers": {
-        "default": {
-            "formatter": "default",
-            "class": "logging.StreamHandler",
-            "stream": "ext://sys.stdout",
-        }
-    },
-    "loggers": {
-        "uvicorn": {"handlers": ["default"], "level": "INFO", "propagate": False},
-        "uvicorn.error": {"level": "INFO"},
-    },
-}
+        access["filters"] = ["exclude"]
+    return config
 
 
 def _ranks(options: SimOptions, tp: int, dp: int, gpus: list[int]) -> list[Rank]:
@@ -595,8 +619,10 @@ class SimServer:
             app = build_app(state, self.on_fault)
             config = uvicorn.Config(
                 app,
-                log_config=UVICORN_LOG_CONFIG,
-                access_log=False,
+                log_config=uvicorn_log_config(
+                    list(self.options.get("uvicorn_access_log_exclude_prefixes") or [])
+                ),
+                access_log=True,
                 lifespan="off",
                 timeout_graceful_shutdown=1,
                 loop="none",

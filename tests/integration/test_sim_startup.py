@@ -358,6 +358,26 @@ def test_uvicorn_lines_then_one_non_streaming_warmup_request(tmp_path: Path):
     assert counts.get("true", 0) == 0
 
 
+def test_access_log_as_sglang_configures_uvicorn(tmp_path: Path):
+    """Every request gets an access line in SGLang's format; --uvicorn-access-log-exclude-
+    prefixes drops the ones it names (sglang 0.5.23 srt/utils/common.py:3452-3575)."""
+    args = [*SMALL, "--uvicorn-access-log-exclude-prefixes", "/metrics"]
+    with running_sim(args, tmp_path, speed=50) as sim:
+        httpx.get(f"{sim.url}/metrics")
+        httpx.get(f"{sim.url}/model_info?probe=1")
+        deadline = time.monotonic() + 10
+        while "/model_info?probe=1" not in sim.log() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        log = sim.log()
+    assert re.search(
+        r"^\[[\d -:]+\] INFO:     127\.0\.0\.1:\d+ - \"POST /generate HTTP/1\.1\" 200 OK$",
+        log,
+        re.M,
+    )
+    assert '"GET /model_info?probe=1 HTTP/1.1" 200 OK' in log
+    assert '"GET /metrics' not in log
+
+
 def test_warmup_sends_one_prompt_per_dp_rank(tmp_path: Path):
     """With dp > 1 SGLang's warmup carries one prompt per DP rank (sglang 0.5.23
     srt/entrypoints/http_server.py:2441-2445)."""
