@@ -12,6 +12,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from console.bench.cells import meta_from_server_info
 from console.bench.rundir import RunDir
 from console.core.errors import UsageError
 
@@ -84,7 +85,10 @@ def import_sglang_jsonl(path: Path, root: Path, name: str | None) -> RunDir:
         "variant": None,
         "server_id": f"{model} ({backend})",
         "status": "done",
-        "algorithm": (info or {}).get("speculative_algorithm") or "off",
+        # bench_serving stores the whole /server_info (sglang 0.5.23 benchmark/serving.py:
+        # 1847-1867), where a real server always has `speculative_algorithm`, null when off;
+        # a missing key or a missing /server_info leaves the algorithm unknown, not "off".
+        "algorithm": meta_from_server_info(info).get("algorithm"),
     }
     return RunDir.create(
         root,
