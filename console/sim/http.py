@@ -19,6 +19,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from console.sim.engine import Chunk, Engine, SimRequest
 from console.sim.state import SimState, Status
 from console.sim.text import count_tokens, dumps
+from console.sim.tokenizer import preload
 
 log = logging.getLogger("sglang.sim")
 # Always open, by prefix (sglang 0.5.23 srt/utils/auth.py:101-105).
@@ -108,6 +109,7 @@ class Handlers:
     def __init__(self, state: SimState, on_fault: Callable[[str], Awaitable[None]]) -> None:
         self.state = state
         self.on_fault = on_fault
+        preload(state.model.model_type)  # the prompt counter's vocabulary, off the event loop
 
     # -- health and info ---------------------------------------------------------------------
 
@@ -145,7 +147,10 @@ class Handlers:
             "reasoning_parser": state.reasoning_parser,
             "tool_call_parser": None,
             "disaggregation_mode": "null",
-            "has_image_understanding": False,
+            # sglang 0.5.23 srt/entrypoints/http_server.py:837 and srt/configs/model_config.py
+            # :674-676, 819-844: a multimodal arch with a vision tower, not --language-model-only.
+            "has_image_understanding": state.model.image_understanding
+            and not state.options.get("language_model_only"),
             "has_audio_understanding": False,
             "model_type": state.model.model_type,
             "architectures": [state.model.hf_architecture],
@@ -307,7 +312,7 @@ class Handlers:
                 return _error(400, "batched input_ids are not supported by the simulator")
             input_len = len(ids)
         elif isinstance(body.get("text"), str):
-            input_len = count_tokens(body["text"])
+            input_len = count_tokens(body["text"], self.state.model.model_type)
         elif isinstance(body.get("text"), list):
             return _error(400, "batched text is not supported by the simulator")
         else:
@@ -413,14 +418,16 @@ class Handlers:
             if not isinstance(messages, list) or not messages:
                 return _error(400, "messages must be a non-empty list")
             input_len = 10 + sum(
-                count_tokens(str(m.get("content", ""))) for m in messages if isinstance(m, dict)
+                count_tokens(str(m.get("content", "")), self.state.model.model_type)
+                for m in messages
+                if isinstance(m, dict)
             )
         else:
             prompt = body.get("prompt")
             if isinstance(prompt, list) and prompt and isinstance(prompt[0], int):
                 input_len = len(prompt)
             elif isinstance(prompt, str):
-                input_len = count_tokens(prompt)
+                input_len = count_tokens(prompt, self.state.model.model_type)
             else:
                 return _error(400, "prompt must be a string or a list of token ids")
         try:

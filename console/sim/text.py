@@ -10,6 +10,8 @@ import json
 import math
 import re
 
+from console.sim.tokenizer import encoder
+
 WORDS = (
     "the of and to in is that for it as was with be by on not he this are or his from at "
     "which but have an they you were her she there one all we their can been has more if "
@@ -27,14 +29,26 @@ BLOCK = 64
 # before merging (the GPT-4 / Qwen2 pattern, letters written as [^\W\d_] for `re`):
 # contractions, a word with at most one leading non-letter, digit groups, punctuation runs,
 # whitespace.
+# Letters include the combining marks that `re` leaves out of \w (Qwen3.5's split is
+# [\p{L}\p{M}]+): diacritics, Hebrew/Arabic points, the Indic, Thai, Lao and Myanmar blocks.
+_MARKS = "\u0300-\u036f\u0483-\u0489\u0591-\u05c7\u0610-\u061a\u064b-\u065f\u0670\u06d6-\u06ed"
+_MARKS += "\u0900-\u0dff\u0e00-\u0eff\u1000-\u109f\u3099\u309a"
+_LETTER = rf"(?:[^\W\d_]|[{_MARKS}])"
+_IS_MARK = re.compile(rf"[{_MARKS}]")
 _PIECES = re.compile(
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\w]?[^\W\d_]+|\d{1,3}| ?[^\s\w]+[\r\n]*"
+    rf"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\w{_MARKS}]?{_LETTER}+|\d{{1,3}}"
+    rf"| ?[^\s\w{_MARKS}]+[\r\n]*"
     r"|\s*[\r\n]+|\s+(?!\S)|\s+|_+"
 )
+_REPEATS = re.compile(r"(\S)\1{3,15}")
 ASCII_LETTERS_PER_TOKEN = 7
 OTHER_LETTERS_PER_TOKEN = 4
 WIDE_CHARS_PER_TOKEN = 2
 PUNCT_PER_TOKEN = 3
+
+
+def _letter(char: str) -> bool:
+    return char.isalpha() or _IS_MARK.match(char) is not None
 
 
 def _wide(char: str) -> bool:
@@ -66,8 +80,16 @@ def _word_tokens(word: str) -> int:
     return max(1, tokens)
 
 
-def count_tokens(text: str) -> int:
-    """About how many tokens the simulated model's tokenizer makes of `text`.
+def count_tokens(text: str, model_type: str | None = None) -> int:
+    """How many tokens the simulated model's tokenizer makes of `text`: exactly, with the
+    real tokenizer, for a model whose tokenizer ships on PyPI (Qwen3.5/3.6, see
+    console/sim/tokenizer.py), else `estimate_tokens`."""
+    count = encoder(model_type)
+    return max(1, count(text)) if count is not None else estimate_tokens(text)
+
+
+def estimate_tokens(text: str) -> int:
+    """About how many tokens a large-vocabulary BPE tokenizer makes of `text`.
 
     A character count (len/4) holds for English prose only. SGLang's own bench_serving sends
     random token ids decoded to text (sglang 0.5.23 benchmark/datasets/random.py:145-163);
@@ -76,18 +98,20 @@ def count_tokens(text: str) -> int:
     as a third to a half of the ids. So the count follows the tokenizer's pre-split: words
     by case segment and script (CJK about two characters a token), digits in groups of
     three, punctuation runs, each non-letter character outside ASCII on its own. An
-    estimate (no tokenizer ships with the simulator), close for prose and for such text.
+    estimate, for models whose tokenizer is not available (Kimi's tiktoken vocabulary).
     """
     tokens = 0
     for piece in _PIECES.findall(text):
         core = piece.strip()
         if not core or core.isdigit():
             tokens += 1
-        elif any(char.isalpha() for char in core):
+        elif any(_letter(char) for char in core):
             lead = piece[0]
-            tokens += 0 if lead.isspace() or lead.isalpha() else 1
-            tokens += _word_tokens("".join(char for char in core if char.isalpha()))
+            tokens += 0 if lead.isspace() or lead.isalpha() or lead.isascii() else 1
+            tokens += _word_tokens("".join(char for char in core if _letter(char)))
         else:
+            # A run of one repeated character ("=====", "////") is one vocabulary entry.
+            core = _REPEATS.sub(lambda run: run.group(1), core)
             other = sum(1 for char in core if not char.isascii())
             tokens += max(1, other + math.ceil((len(core) - other) / PUNCT_PER_TOKEN))
     return max(1, tokens)
