@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import socket
 import time
 from collections.abc import Callable
@@ -28,7 +27,7 @@ from console.bench.rundir import RunDir, RunWriteError
 from console.bench.summary import write_summaries
 from console.bench.workload import Workload
 from console.core.errors import ServerStartFailed
-from console.core.redact import MASK, redact_json
+from console.core.redact import argv_secrets, field_secrets, redact_json
 from console.hw.backend import GpuBackend
 
 Event = Callable[[str], None]
@@ -103,69 +102,19 @@ async def server_info(client: httpx.AsyncClient, server: ServerHandle) -> dict[s
     return data if isinstance(data, dict) else None
 
 
-# A /server_info field holds a secret when a part of its name says so: api_key,
-# admin_api_key, ssl_keyfile_password, watermark_key, hf_token (real SGLang serves these in
-# clear: sglang 0.5.23 srt/server_args.py:316-333, srt/arg_groups/fields/serving.py:148).
-# Counts such as max_total_tokens or bos_token_id are not text, and paths are not secrets.
-_SECRET_PART = re.compile(r"(?:^|_)(?:key|password|passwd|secret|token)(?:_|$)", re.IGNORECASE)
-_NOT_SECRET_SUFFIX = ("_path", "_map", "_file", "_dir")
-
-
-def secret_field(name: str) -> bool:
-    """Whether a field or flag name (dashes or underscores) marks a secret."""
-    name = name.lstrip("-").replace("-", "_")
-    return bool(_SECRET_PART.search(name)) and not name.lower().endswith(_NOT_SECRET_SUFFIX)
-
-
 def redact_server_info(info: dict[str, Any] | None) -> dict[str, Any] | None:
     """Server info as kept in a run: every secret-named field, the values after secret flags
-    in `launch_command`, and those values wherever else they appear, replaced by ***."""
+    in `launch_command`, and those values wherever else they appear, replaced by ***. Real
+    SGLang serves api_key, admin_api_key and ssl_keyfile_password in clear (sglang 0.5.23
+    srt/server_args.py:316-333, srt/arg_groups/fields/serving.py:148-167)."""
     if info is None:
         return None
-    found: set[str] = set()
-    clean = _mask_fields(info, found)
-    command = clean.get("launch_command")
+    found = field_secrets(info)
+    command = info.get("launch_command")
     if isinstance(command, str):
-        clean["launch_command"] = _redact_argv_text(command, found)
-    masked: dict[str, Any] = redact_json(clean, found)
+        found |= argv_secrets(command.split())
+    masked: dict[str, Any] = redact_json(info, found)
     return masked
-
-
-def _mask_fields(value: Any, found: set[str]) -> Any:
-    if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            if isinstance(key, str) and secret_field(key) and isinstance(item, str) and item:
-                found.add(item)
-                out[key] = MASK
-            else:
-                out[key] = _mask_fields(item, found)
-        return out
-    if isinstance(value, list):
-        return [_mask_fields(item, found) for item in value]
-    return value
-
-
-def _redact_argv_text(command: str, found: set[str]) -> str:
-    parts = command.split()
-    out = []
-    hide = False
-    for part in parts:
-        flag, equals, value = part.partition("=")
-        if hide:
-            found.add(part)
-            out.append(MASK)
-            hide = False
-        elif part.startswith("--") and secret_field(flag):
-            if equals:
-                found.add(value)
-                out.append(f"{flag}={MASK}")
-            else:
-                out.append(part)
-                hide = True
-        else:
-            out.append(part)
-    return " ".join(out)
 
 
 def fingerprint(gpu_backend: GpuBackend | None, demo: bool) -> dict[str, Any]:
