@@ -26,6 +26,20 @@ KIMI = [
     "8",
 ]
 SMALL = ["--model-path", "meta-llama/Llama-3.1-8B-Instruct"]
+MTP = [
+    *QWEN,
+    "--speculative-algorithm",
+    "NEXTN",
+    "--speculative-draft-model-path",
+    "Qwen/Qwen3.6-27B",
+    "--speculative-num-steps",
+    "3",
+    "--speculative-eagle-topk",
+    "1",
+    "--speculative-num-draft-tokens",
+    "4",
+]
+"""Qwen3.6 with its MTP head (the `mtp` variant): an EAGLE-style draft of three steps."""
 
 
 @dataclass
@@ -54,7 +68,9 @@ def start_sim(
     env: dict[str, str] | None = None,
     port: int | None = None,
     name: str = "sim",
+    metrics: bool = True,
 ) -> SimProcess:
+    """`metrics=False` leaves out --enable-metrics (SGLang then has no /metrics route)."""
     port = port or free_port()
     log_path = tmp_path / f"{name}-{port}.log"
     argv = [
@@ -64,7 +80,7 @@ def start_sim(
         *args,
         "--port",
         str(port),
-        "--enable-metrics",
+        *(["--enable-metrics"] if metrics else []),
         "--sim-speed",
         str(speed),
     ]
@@ -92,6 +108,20 @@ def wait_ready(sim: SimProcess, timeout: float = 30) -> None:
                 return
         time.sleep(0.02)
     raise AssertionError(f"simulator not ready after {timeout} s:\n{sim.log()}")
+
+
+def wait_for_log(sim: SimProcess, text: str, timeout: float = 60) -> str:
+    """Wait until the simulator's log holds `text` (it must stay alive meanwhile); the log."""
+    deadline = time.monotonic() + timeout
+    while True:
+        log = sim.log()
+        if text in log:
+            return log
+        if sim.proc.poll() is not None:
+            raise AssertionError(f"simulator exited {sim.proc.returncode}:\n{log}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{text!r} not logged after {timeout} s:\n{log}")
+        time.sleep(0.02)
 
 
 def stop_sim(sim: SimProcess) -> None:

@@ -39,6 +39,9 @@ class ModelEntry:
     compute_fraction: float
     spec: tuple[SpecEntry, ...]
     generic: bool = False
+    image_understanding: bool = False
+    """A vision-language checkpoint: /model_info's has_image_understanding (unless
+    --language-model-only), and SGLang's warmup sends an image."""
 
 
 @cache
@@ -81,6 +84,7 @@ def _entry(key: str, data: dict[str, Any], generic: bool = False) -> ModelEntry:
         compute_fraction=float(data["compute_fraction"]),
         spec=_spec_entries(list(data.get("spec", []))),
         generic=generic,
+        image_understanding=bool(data.get("image_understanding", False)),
     )
 
 

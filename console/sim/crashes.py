@@ -76,13 +76,20 @@ class Crash:
 
 
 def fill(
-    lines: Sequence[str], *, model: str, mem_fraction_static: float, endpoint: str
+    lines: Sequence[str],
+    *,
+    model: str,
+    mem_fraction_static: float,
+    endpoint: str,
+    extra: Mapping[str, str] | None = None,
 ) -> list[str]:
-    """The crash's lines with this launch's model, memory fraction and Hub endpoint in them."""
+    """The crash's lines with this launch's model, memory fraction and Hub endpoint in them,
+    and any `extra` `{name}` values (a port's number, a timeout)."""
     values = {
         "{model}": model,
         "{mem_fraction_static}": f"{mem_fraction_static:g}",
         "{endpoint}": endpoint,
+        **{f"{{{key}}}": value for key, value in (extra or {}).items()},
     }
     filled = []
     for line in lines:
@@ -103,6 +110,55 @@ def _scheduler(stage: str, *lines: str) -> Crash:
 
 def _leader(*lines: str) -> Crash:
     return Crash((*_LAUNCH, *lines), False, "resolve")
+
+
+# The innermost frames of a DP-attention port that stays taken, and the error: sglang 0.5.23
+# srt/server_args.py:883 (scheduler_input_port, checked last), srt/utils/network.py:80-104.
+DP_PORT_FRAMES = (
+    *_frame(
+        f"{SGLANG}/srt/server_args.py",
+        883,
+        "init_new",
+        'wait_port_available(scheduler_input_port, "scheduler_input_port")',
+    ),
+    *_frame(f"{SGLANG}/srt/utils/network.py", 102, "wait_port_available", "raise ValueError("),
+)
+DP_PORT_ERROR = (
+    "ValueError: scheduler_input_port at {port} is not available in {timeout} seconds. "
+    "scheduler_input_port at {port} is not available"
+)
+ZMQ_TCP_PORT_DELTA = 233
+"""sglang 0.5.23 srt/server_args.py:728: DP attention's ports start this far above --port."""
+
+
+def dp_attention_ports(port: int) -> dict[str, int]:
+    """The TCP ports PortArgs.init_new derives from `--port` with DP attention on one node
+    (sglang 0.5.23 srt/server_args.py:818-858; NUM_DERIVED_PORTS is 6)."""
+    dist_init = port + ZMQ_TCP_PORT_DELTA
+    if dist_init > 65535:
+        dist_init = port - ZMQ_TCP_PORT_DELTA
+    base = dist_init - 6 - 1 if dist_init + 6 > 65535 else dist_init + 1
+    return {
+        "dist_init_port": dist_init,
+        "port_base": base,
+        "detokenizer_port": base + 1,
+        "scheduler_input_port": base + 4,
+    }
+
+
+def port_in_use_line(ports: Mapping[str, int], nccl_port: int) -> str:
+    """The leader's logger.exception text before the traceback (srt/server_args.py:884-887)."""
+    return (
+        f"Port is already in use. dist_init_port={ports['dist_init_port']} "
+        f"port_base={ports['port_base']} detokenizer_port={ports['detokenizer_port']} "
+        f"nccl_port={nccl_port} scheduler_input_port={ports['scheduler_input_port']}"
+    )
+
+
+def port_waiting_line(port: int) -> str:
+    """wait_port_available's warning at 15, 20, 25 s when no process holding the port is found
+    (srt/utils/network.py:89-92)."""
+    return f"The port {port} is in use, but we could not find the process that uses it."
 
 
 LOAD_CRASHES: dict[str, Crash] = {
@@ -231,6 +287,27 @@ LOAD_CRASHES: dict[str, Crash] = {
         "minimum required version 0.4.9. Please reinstall the latest version with "
         "`pip install sglang-kernel --force-reinstall`",
     ),
+    # DP attention's TCP ports, checked by the leader's PortArgs.init_new before any child
+    # starts (sglang 0.5.23 srt/entrypoints/engine.py:1184, srt/server_args.py:867-887,
+    # srt/utils/network.py:64-104); SimServer.wait_dp_ports logs what precedes this traceback.
+    "dp-port": _leader(
+        *_frame(f"{SGLANG}/launch_server.py", 67, "run_server", "launch_server(server_args)"),
+        *_frame(
+            f"{SGLANG}/srt/entrypoints/http_server.py",
+            3156,
+            "launch_server",
+            ") = Engine._launch_subprocesses(",
+        ),
+        *_frame(
+            f"{SGLANG}/srt/entrypoints/engine.py",
+            1184,
+            "_launch_subprocesses",
+            "port_args = PortArgs.init_new(server_args)",
+            "PortArgs.init_new(server_args)",
+        ),
+        *DP_PORT_FRAMES,
+        DP_PORT_ERROR,
+    ),
 }
 
 # A resolution-time config error, raised by `server_args.resolve_once()` (sglang 0.5.23
@@ -264,12 +341,17 @@ MID_STREAM_CRASH = [
 ]
 
 
-def runtime_oom(tokens: int, available: int) -> tuple[str, str]:
-    """Decode out of memory while serving: the scheduler logs the message, then raises it
-    (sglang 0.5.23 srt/mem_cache/allocation.py:612-620; the available line is
-    srt/mem_cache/base_prefix_cache.py:741). Returns both log messages."""
+def runtime_oom(tokens: int, available: int, *, prefill: bool = False) -> tuple[str, str]:
+    """Decode (or prefill) out of memory while serving: the scheduler logs the message, then
+    raises it (sglang 0.5.23 srt/mem_cache/allocation.py:612-620, prefill :238-246; the
+    available line is srt/mem_cache/base_prefix_cache.py:741). Returns both log messages."""
+    phase, line, function = (
+        ("Prefill", 246, "alloc_paged_token_slots_extend")
+        if prefill
+        else ("Decode", 620, "alloc_paged_token_slots_decode")
+    )
     message = (
-        "Decode out of memory. Try to lower your batch size.\n"
+        f"{phase} out of memory. Try to lower your batch size.\n"
         f"Try to allocate {tokens} tokens.\n"
         f"Available tokens: {available} (available_size={available} + evictable_size=0)\n"
     )
@@ -278,8 +360,8 @@ def runtime_oom(tokens: int, available: int) -> tuple[str, str]:
         *_AT_LOOP,
         *_frame(
             f"{SGLANG}/srt/mem_cache/allocation.py",
-            620,
-            "alloc_paged_token_slots_decode",
+            line,
+            function,
             "raise RuntimeError(error_msg)",
         ),
     ]

@@ -11,7 +11,7 @@ import asyncio
 import logging
 import random
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -22,7 +22,6 @@ from console.sim.stats import FinishedRecord, SimStats
 from console.sim.text import TokenStream
 
 log = logging.getLogger("sglang.sim")
-SCHEDULER = {"scheduler": True}
 
 
 class Chunk(NamedTuple):
@@ -86,8 +85,12 @@ class Engine:
         max_running: int,
         max_total_tokens: int,
         on_step: Callable[[Engine, float], None] | None = None,
+        log_prefixes: Sequence[str] = ("",),
     ) -> None:
         self.rank = rank
+        self.log_prefixes = tuple(log_prefixes) or ("",)
+        """The prefixes of this DP rank's schedulers that log its batches
+        (console.sim.ranklog.stats_logging_prefixes)."""
         self.model = model
         self.tp = tp
         self.decode = decode
@@ -105,6 +108,8 @@ class Engine:
         """Simulated seconds spent in forward passes (GPU utilisation)."""
         self.tokens_in_steps = 0
         """Tokens processed per forward pass, summed (PCIe traffic model)."""
+        self.before_prefill: Callable[[list[SimRequest]], None] | None = None
+        """Called with each prefill batch before its KV slots are allocated (a fault hook)."""
 
     # -- interface ---------------------------------------------------------------------------
 
@@ -169,6 +174,8 @@ class Engine:
         return admitted
 
     async def _prefill(self, batch: list[SimRequest]) -> None:
+        if self.before_prefill is not None:
+            self.before_prefill(batch)
         tokens = sum(r.input_len for r in batch)
         start = self.clock.now()
         for request in batch:
@@ -178,7 +185,7 @@ class Engine:
         self.busy_sim_s += duration
         self.tokens_in_steps += tokens
         now = self.clock.now()
-        log.info(
+        self._log(
             "Prefill batch, #new-seq: %d, #new-token: %d, #cached-token: 0, token usage: "
             "%.2f, #running-req: %d, #queue-req: %d",
             len(batch),
@@ -186,7 +193,6 @@ class Engine:
             self.used_tokens / max(1, self.max_total_tokens),
             len(self.running),
             len(self.waiting),
-            extra=SCHEDULER,
         )
         for request in batch:
             if request.aborted:
@@ -306,7 +312,7 @@ class Engine:
             spec = (
                 f"accept len: {totals.accept_length:.2f}, accept rate: {totals.accept_rate:.2f}, "
             )
-        log.info(
+        self._log(
             "Decode batch, #running-req: %d, #token: %d, token usage: %.2f, %scuda graph: "
             "True, gen throughput (token/s): %.2f, #queue-req: %d",
             len(self.running),
@@ -315,8 +321,12 @@ class Engine:
             spec,
             self.stats.ranks[self.rank].last_gen_throughput,
             len(self.waiting),
-            extra=SCHEDULER,
         )
+
+    def _log(self, message: str, *args: object) -> None:
+        """A batch line, as each of this DP rank's stats-logging schedulers writes it."""
+        for prefix in self.log_prefixes:
+            log.info(message, *args, extra={"prefix": prefix})
 
 
 def _by_priority(requests: Iterable[SimRequest]) -> dict[str, int]:

@@ -200,5 +200,7 @@ FAULT_KINDS = frozenset(
         "orphans",
         "runtime-oom",
         "misbind",
+        "hold-capture",
+        "prefill-oom",
     }
 )

@@ -21,9 +21,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from console.hw.procs import process_info, send_signal
+from console.sim.ranklog import Widths, rank_prefix
 
 SCHEDULER = "scheduler"
 DETOKENIZER = "detokenizer"
@@ -37,16 +38,19 @@ CONTROLLER_REPORT_S = 20.0
 """How long the leader waits for a DP controller to name the schedulers it started."""
 
 
-def scheduler_title(tp_size: int, dp_rank: int | None, tp_rank: int) -> str:
-    """`sglang::scheduler` at tp=1 dp=1, `sglang::scheduler_TP{t}`, `sglang::scheduler_DP{d}`
-    (tp=1, dp>1) or `sglang::scheduler_DP{d}_TP{t}`: the log prefix with `_` for spaces
+def scheduler_title(
+    tp_size: int,
+    dp_rank: int | None,
+    tp_rank: int,
+    *,
+    pp_rank: int = 0,
+    widths: Widths | None = None,
+) -> str:
+    """`sglang::scheduler` plus the scheduler's log prefix with `_` for spaces:
+    `sglang::scheduler_TP{t}`, `sglang::scheduler_DP{d}_TP{t}`, `..._PP{p}_TP{t}`, ...
     (sglang 0.5.23 srt/managers/scheduler.py:6279-6294). The DP rank is None at dp=1: the
     engine passes None when it starts the schedulers itself (engine.py:944-952)."""
-    prefix = ""
-    if dp_rank is not None:
-        prefix += f" DP{dp_rank}"
-    if tp_size > 1:
-        prefix += f" TP{tp_rank}"
+    prefix = rank_prefix(dp_rank, tp_size, tp_rank, pp_rank=pp_rank, widths=widths)
     return "sglang::scheduler" + prefix.replace(" ", "_")
 
 
@@ -60,10 +64,14 @@ class Rank:
     gpu: int
     numa_node: int | None
     """None: not bound (it may run on every CPU)."""
+    pp_rank: int = 0
+    widths: Widths = field(default_factory=Widths)
 
     @property
     def title(self) -> str:
-        return scheduler_title(self.tp_size, self.dp_rank, self.tp_rank)
+        return scheduler_title(
+            self.tp_size, self.dp_rank, self.tp_rank, pp_rank=self.pp_rank, widths=self.widths
+        )
 
 
 def plan_ranks(
@@ -76,32 +84,37 @@ def plan_ranks(
     gpus_per_node: int,
     node_count: int,
     misbind: bool = False,
+    widths: Widths | None = None,
 ) -> list[Rank]:
     """The schedulers SGLang would start, in launch order.
 
-    Local GPU id of DP rank d, TP rank t: d*tp + t (data_parallel_controller.py:444-448, 738-743).
+    Local GPU id of DP rank d, PP rank p, TP rank t: d*tp*pp + p*tp + t
+    (data_parallel_controller.py:445-449, 747-752; engine.py:931-937 at dp=1).
     NUMA bind v2 (the default, srt/environ.py:1721-1722) binds each scheduler to
     `--numa-node[local gpu id]`, else, with SGLANG_AUTO_NUMA_BIND on, to its GPU's node
     (srt/utils/numa_utils.py:130-155). `misbind` (a test fault) binds each scheduler to the
     next node instead, as a wrong `--numa-node` would.
     """
+    w = widths or Widths()
+    pp = max(1, w.pp)
     ranks = []
     for dp_rank in range(dp):
-        for tp_rank in range(tp):
-            local = dp_rank * tp + tp_rank
-            gpu = gpus[local] if local < len(gpus) else local
-            node: int | None
-            if numa_node:
-                # Out of range: SGLang would raise; the simulator leaves the rank unbound.
-                node = numa_node[local] if local < len(numa_node) else None
-            elif auto_bind:
-                node = gpu // max(1, gpus_per_node)
-            else:
-                node = None
-            if misbind:
-                home = node if node is not None else gpu // max(1, gpus_per_node)
-                node = (home + 1) % max(1, node_count)
-            ranks.append(Rank(dp_rank if dp > 1 else None, tp_rank, tp, gpu, node))
+        for pp_rank in range(pp):
+            for tp_rank in range(tp):
+                local = dp_rank * tp * pp + pp_rank * tp + tp_rank
+                gpu = gpus[local] if local < len(gpus) else local
+                node: int | None
+                if numa_node:
+                    # Out of range: SGLang would raise; the simulator leaves the rank unbound.
+                    node = numa_node[local] if local < len(numa_node) else None
+                elif auto_bind:
+                    node = gpu // max(1, gpus_per_node)
+                else:
+                    node = None
+                if misbind:
+                    home = node if node is not None else gpu // max(1, gpus_per_node)
+                    node = (home + 1) % max(1, node_count)
+                ranks.append(Rank(dp_rank if dp > 1 else None, tp_rank, tp, gpu, node, pp_rank, w))
     return ranks
 
 

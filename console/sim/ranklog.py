@@ -2,9 +2,9 @@
 
 SGLang logs `[%(asctime)s{prefix}] %(message)s` (sglang 0.5.23 srt/utils/common.py:2618-2631).
 The leader and detokenizer have no prefix; a scheduler's is built from its ranks
-(srt/managers/scheduler.py:6279-6291): ` DP{d}` when it has a DP rank (dp > 1), ` TP{t}` when
-tp > 1. The simulator's schedulers are placeholder processes, so the leader writes their lines
-for them, once per rank, with that rank's prefix.
+(srt/managers/scheduler.py:6279-6291), and its process title is the same prefix with `_` for
+spaces (:6294). The simulator's schedulers are placeholder processes, so the leader writes their
+lines for them, once per rank, with that rank's prefix.
 """
 
 from __future__ import annotations
@@ -12,25 +12,85 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 LOG_FORMAT = "[%(asctime)s%(prefix)s] %(message)s"
 DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 
-def rank_prefix(dp_rank: int | None, tp_size: int, tp_rank: int) -> str:
-    """'' at tp=1 dp=1, ' TP{t}', ' DP{d}' (dp > 1, tp=1) or ' DP{d} TP{t}'."""
+@dataclass(frozen=True, slots=True)
+class Widths:
+    """The parallel widths besides TP and DP that show in a scheduler's prefix (ServerArgs
+    pp_size, ep_size, attn_cp_size, moe_dp_size); attention DP is not modelled."""
+
+    pp: int = 1
+    ep: int = 1
+    attn_cp: int = 1
+    moe_dp: int = 1
+
+
+def rank_prefix(
+    dp_rank: int | None,
+    tp_size: int,
+    tp_rank: int,
+    *,
+    pp_rank: int = 0,
+    widths: Widths | None = None,
+) -> str:
+    """A scheduler's prefix, in SGLang's order: ` DP{d}` (a DP rank was passed), ` PP{p}`,
+    ` ATTN_CP{c}`, ` MOE_DP{m}`, ` TP{t}`, ` EP{e}`, each only when its width is > 1
+    (sglang 0.5.23 srt/managers/scheduler.py:6279-6291). The CP, MoE-DP and EP ranks derive
+    from the TP rank as srt/runtime_context.py:106-134 does; attention DP is off, so the
+    attention TP width is tp / attn_cp (:73-76)."""
+    w = widths or Widths()
+    tp = max(1, tp_size)
+    attn_cp = max(1, w.attn_cp)
+    moe_dp = max(1, w.moe_dp)
+    ep = max(1, w.ep)
+    attn_tp = max(1, tp // attn_cp)
+    moe_span = max(1, tp // moe_dp)
     prefix = ""
     if dp_rank is not None:
         prefix += f" DP{dp_rank}"
-    if tp_size > 1:
+    if w.pp > 1:
+        prefix += f" PP{pp_rank}"
+    if attn_cp > 1:
+        prefix += f" ATTN_CP{(tp_rank // attn_tp) % attn_cp}"
+    if moe_dp > 1:
+        prefix += f" MOE_DP{tp_rank // moe_span}"
+    if tp > 1:
         prefix += f" TP{tp_rank}"
+    if ep > 1:
+        prefix += f" EP{tp_rank % moe_span // max(1, moe_span // ep)}"
     return prefix
 
 
-def rank_prefixes(tp: int, dp: int) -> list[str]:
-    """Every scheduler's prefix in launch order (DP rank major); the DP rank is None at dp=1
-    (the engine starts the schedulers itself, srt/entrypoints/engine.py:944-952)."""
-    return [rank_prefix(d if dp > 1 else None, tp, t) for d in range(max(1, dp)) for t in range(tp)]
+def rank_prefixes(tp: int, dp: int, widths: Widths | None = None) -> list[str]:
+    """Every scheduler's prefix in launch order (DP rank, then PP rank, then TP rank); the DP
+    rank is None at dp=1 (the engine starts the schedulers itself,
+    srt/entrypoints/engine.py:931-952)."""
+    w = widths or Widths()
+    return [
+        rank_prefix(d if dp > 1 else None, tp, t, pp_rank=p, widths=w)
+        for d in range(max(1, dp))
+        for p in range(max(1, w.pp))
+        for t in range(tp)
+    ]
+
+
+def stats_logging_prefixes(tp: int, dp: int, widths: Widths | None = None) -> list[list[str]]:
+    """Per DP rank, the prefixes of its schedulers that log "Prefill batch" / "Decode batch":
+    attention TP rank 0 and attention CP rank 0 (sglang 0.5.23
+    srt/observability/metrics_collector.py:1361-1363, metrics_reporter.py:803, 1067), which
+    without attention DP is TP rank 0 of every pipeline stage."""
+    w = widths or Widths()
+    return [
+        [
+            rank_prefix(d if dp > 1 else None, tp, 0, pp_rank=p, widths=w)
+            for p in range(max(1, w.pp))
+        ]
+        for d in range(max(1, dp))
+    ]
 
 
 class _DefaultPrefix(logging.Filter):
@@ -47,10 +107,10 @@ class _DefaultPrefix(logging.Filter):
         return True
 
 
-def configure_logging(tp: int = 1, dp: int = 1) -> None:
+def configure_logging(tp: int = 1, dp: int = 1, widths: Widths | None = None) -> None:
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(logging.Formatter(LOG_FORMAT, datefmt=DATE_FORMAT))
-    handler.addFilter(_DefaultPrefix(rank_prefixes(tp, dp)[0]))
+    handler.addFilter(_DefaultPrefix(rank_prefixes(tp, dp, widths)[0]))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.INFO)

@@ -33,7 +33,7 @@ from console.sim import crashes, graphs
 from console.sim.argparser import build_parser
 from console.sim.catalog import ModelEntry, lookup
 from console.sim.clock import SimClock
-from console.sim.engine import Engine
+from console.sim.engine import Engine, SimRequest
 from console.sim.failures import (
     die_by_kill_tree,
     die_by_sigquit,
@@ -45,7 +45,14 @@ from console.sim.http import build_app
 from console.sim.options import MODELED, OptionsError, SimOptions, parse
 from console.sim.perf import GPUS_PER_NUMA_NODE, decoding
 from console.sim.proctree import ProcessTree, Rank, plan_ranks
-from console.sim.ranklog import AccessPathFilter, RankLog, configure_logging, rank_prefixes
+from console.sim.ranklog import (
+    AccessPathFilter,
+    RankLog,
+    Widths,
+    configure_logging,
+    rank_prefixes,
+    stats_logging_prefixes,
+)
 from console.sim.state import SimState, Status
 from console.sim.stats import SimStats
 
@@ -60,6 +67,23 @@ WARMUP_IMAGE = (
 )
 SIM_NUMA_NODES = 2
 """NUMA nodes of the simulated host (console/hw/simulated.py SimulatedHostSpec)."""
+HOLD_POLL_S = 0.02
+"""How often a `hold-capture` fault looks for its release file (real seconds)."""
+
+
+def parallel_widths(options: SimOptions) -> Widths:
+    """The widths besides TP and DP that show in scheduler prefixes and titles; PP also
+    multiplies the schedulers (sglang 0.5.23 srt/entrypoints/engine.py:931-937)."""
+
+    def width(name: str) -> int:
+        return max(1, int(options.get(name) or 1))
+
+    return Widths(
+        pp=width("pp_size"),
+        ep=width("ep_size"),
+        attn_cp=width("attn_cp_size"),
+        moe_dp=width("moe_dp_size"),
+    )
 
 
 def uvicorn_log_config(exclude_prefixes: list[str]) -> dict[str, Any]:
@@ -127,6 +151,7 @@ def _ranks(options: SimOptions, tp: int, dp: int, gpus: list[int]) -> list[Rank]
         gpus_per_node=GPUS_PER_NUMA_NODE,
         node_count=SIM_NUMA_NODES,
         misbind=options.fault("misbind") is not None,
+        widths=parallel_widths(options),
     )
 
 
@@ -148,12 +173,13 @@ class SimServer:
         self.options = options
         self.tp = int(options.get("tp_size") or 1)
         self.dp = int(options.get("dp_size") or 1)
+        self.widths = parallel_widths(options)
         self.clock = SimClock(options.speed)
         model_path = str(options.get("model_path"))
         served = options.get("served_model_name")
         self.served_name = str(served) if served else model_path
         self.model: ModelEntry = lookup(self.served_name, model_path)
-        self.gpus = visible_gpus(os.environ, self.tp * self.dp)
+        self.gpus = visible_gpus(os.environ, self.tp * self.widths.pp * self.dp)
         folder = os.environ.get(SIM_GPU_DIR_ENV)
         self.publisher = GpuLoadPublisher(
             Path(folder) if folder else None,
@@ -170,7 +196,7 @@ class SimServer:
         self.state: SimState | None = None
         self.stopping = asyncio.Event()
         self.exit_code = 0
-        self.ranks = RankLog(log, rank_prefixes(self.tp, self.dp))
+        self.ranks = RankLog(log, rank_prefixes(self.tp, self.dp, self.widths))
         self.serving = False
         """True once SGLang's serving-phase SIGQUIT handler would be installed: at the first
         generate request, the warmup's."""
@@ -225,7 +251,7 @@ class SimServer:
         self.kill_children()
         self.publisher.withdraw()
 
-    def resolve(self) -> int | None:
+    async def resolve(self) -> int | None:
         """Argument resolution and the leader's checks, before any scheduler starts
         (sglang 0.5.23 launch_server.py:29, srt/entrypoints/engine.py:1153-1155): its warnings,
         then a config error or a leader-side load fault ends the launch with exit status 1."""
@@ -243,15 +269,53 @@ class SimServer:
         crash = options.fault("crash-at-load")
         entry = crashes.LOAD_CRASHES.get(crash.arg or "oom") if crash else None
         if entry is not None and not entry.in_scheduler:
+            if crash is not None and crash.arg == "dp-port":
+                return await self.wait_dp_ports(entry)
             return exit_with_traceback(log, self.crash_lines(entry), cleanup=self.cleanup)
         return None
 
-    def crash_lines(self, crash: crashes.Crash) -> list[str]:
+    async def wait_dp_ports(self, entry: crashes.Crash) -> int:
+        """The `crash-at-load:dp-port` fault: DP attention's scheduler input port stays taken.
+        The leader's PortArgs.init_new waits SGLANG_WAIT_PORT_TIMEOUT seconds (default 30),
+        warning at 15, 20, 25 s, logs `Port is already in use.` with the traceback, and the
+        ValueError ends the launch: exit 1 (sglang 0.5.23 srt/entrypoints/engine.py:1184,
+        srt/server_args.py:883-888, srt/utils/network.py:64-104)."""
+        ports = crashes.dp_attention_ports(int(self.options.get("port") or 30000))
+        port = ports["scheduler_input_port"]
+        try:
+            timeout = int(os.environ.get("SGLANG_WAIT_PORT_TIMEOUT", "30"))
+        except ValueError:
+            timeout = 30
+        for second in range(timeout):
+            if second > 10 and second % 5 == 0:
+                log.warning(crashes.port_waiting_line(port))
+            await self.clock.sleep(1.0)
+        extra = {"port": str(port), "timeout": str(timeout)}
+        error = crashes.fill(
+            [crashes.DP_PORT_ERROR], model="", mem_fraction_static=0, endpoint="", extra=extra
+        )
+        # logger.exception: the message, then the traceback from init_new's frame down.
+        # A free port below the ephemeral range in SGLang (srt/server_args.py:771-773).
+        nccl_port = max(1024, port - 1000)
+        log.error(
+            "\n".join(
+                [
+                    crashes.port_in_use_line(ports, nccl_port),
+                    "Traceback (most recent call last):",
+                    *crashes.DP_PORT_FRAMES,
+                    *error,
+                ]
+            )
+        )
+        return exit_with_traceback(log, self.crash_lines(entry, extra), cleanup=self.cleanup)
+
+    def crash_lines(self, crash: crashes.Crash, extra: dict[str, str] | None = None) -> list[str]:
         return crashes.fill(
             crash.lines,
             model=str(self.options.get("model_path")),
             mem_fraction_static=float(self.options.get("mem_fraction_static") or 0.85),
             endpoint=crashes.hub_endpoint(os.environ),
+            extra=extra,
         )
 
     def fail_in_scheduler(self, crash: crashes.Crash) -> NoReturn:
@@ -323,6 +387,8 @@ class SimServer:
             line = self.ranks.first if capture.rank0_only else each
             avail = (GPU_MEMORY_BYTES - used) / 2**30
             line(info, capture.begin.format(avail=avail))
+            if capture.name in ("target decode", "target verify"):
+                await self.hold_capture()
             await self.clock.sleep(capture.seconds)
             used += capture.mem_gb * 2**30
             self.publisher.set_memory(used)
@@ -336,6 +402,16 @@ class SimServer:
                 ),
             )
         self.pool_bytes_total = pool * self.tp
+
+    async def hold_capture(self) -> None:
+        """The `hold-capture:PATH` fault: the target's decode (or verify) graph capture lasts
+        until the file PATH exists, so a test sees the capture phase for as long as it needs."""
+        hold = self.options.fault("hold-capture")
+        if hold is None or not hold.arg:
+            return
+        release = Path(hold.arg)
+        while not release.exists():
+            await asyncio.sleep(HOLD_POLL_S)
 
     def build_state(self) -> SimState:
         options = self.options
@@ -390,6 +466,7 @@ class SimServer:
             resolved_args=resolved,
         )
         state.rng.seed(options.seed)
+        batch_prefixes = stats_logging_prefixes(self.tp, self.dp, self.widths)
         state.engines = [
             Engine(
                 rank=rank,
@@ -401,6 +478,7 @@ class SimServer:
                 seed=options.seed,
                 max_running=max_running,
                 max_total_tokens=max_total,
+                log_prefixes=batch_prefixes[rank],
             )
             for rank in range(self.dp)
         ]
@@ -473,7 +551,9 @@ class SimServer:
             "sampling_params": {"temperature": 0, "max_new_tokens": 8},
             "text": "The capital city of France is",
         }
-        if isinstance(info, dict) and info.get("has_image_understanding"):
+        # A language-only (encoder-disaggregated) worker warms up on text (:2389-2397).
+        vlm = isinstance(info, dict) and bool(info.get("has_image_understanding"))
+        if vlm and not self.options.get("language_only"):
             path = "/v1/chat/completions"
             copies = 1
             body = {
@@ -567,6 +647,18 @@ class SimServer:
         self.ranks.first(logging.ERROR, exception)
         die_by_sigquit(log, serving=True, cleanup=self.cleanup)
 
+    def prefill_oom(self, batch: list[SimRequest]) -> None:
+        """The prefill-oom fault: the first prefill batch after warmup finds no KV slots
+        (sglang 0.5.23 srt/mem_cache/allocation.py:237-246); the scheduler logs and raises,
+        and the serving-phase SIGQUIT path ends the server."""
+        tokens = sum(r.input_len for r in batch)
+        logged, exception = crashes.runtime_oom(max(1, tokens), 0, prefill=True)
+        prefixes = stats_logging_prefixes(self.tp, self.dp, self.widths)
+        prefix = prefixes[min(batch[0].dp_rank, len(prefixes) - 1)][0] if batch else ""
+        for message in (logged, exception):
+            log.error(message, extra={"prefix": prefix})
+        die_by_sigquit(log, serving=True, cleanup=self.cleanup)
+
     def hang(self) -> None:
         """Stop answering but stay alive: block the event loop for good."""
         log.info("[sim] fault: hang (the server stops answering)")
@@ -597,7 +689,7 @@ class SimServer:
         self.stopping.set()
 
     async def run(self) -> int:
-        failure = self.resolve()
+        failure = await self.resolve()
         if failure is not None:
             return failure
         self.log_arguments()
@@ -650,6 +742,9 @@ class SimServer:
             oom = self.options.fault("runtime-oom")
             if oom:
                 tasks.append(asyncio.create_task(self.runtime_oom(state, oom.number(32.0))))
+            if self.options.fault("prefill-oom"):
+                for engine in state.engines:
+                    engine.before_prefill = self.prefill_oom
             reset = self.options.fault("metrics-reset")
             if reset:
                 tasks.append(asyncio.create_task(self._reset_loop(state, reset.number(5.0))))
@@ -693,7 +788,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(build_parser(with_ddtree=False).format_usage())
         print(f"sglang serve: error: {crashes.BAD_FLAG}", file=sys.stderr)
         return 2
-    configure_logging(int(options.get("tp_size") or 1), int(options.get("dp_size") or 1))
+    configure_logging(
+        int(options.get("tp_size") or 1), int(options.get("dp_size") or 1), parallel_widths(options)
+    )
     try:
         return _run(SimServer(options).run())
     except KeyboardInterrupt:

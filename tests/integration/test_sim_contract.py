@@ -205,7 +205,10 @@ def test_info_endpoints(ddtree_sim):
         info = client.get("/model_info").json()
         assert info["model_path"] == "Qwen/Qwen3.6-27B"
         assert info["served_model_name"] == "qwen3.6-27b"
-        assert info["architectures"] == ["Qwen3_5ForCausalLM"]
+        # The VLM class SGLang loads for Qwen3.6 (sglang 0.5.23 srt/models/qwen3_5.py:3021),
+        # image-capable (srt/configs/model_config.py:819-844, 2439).
+        assert info["architectures"] == ["Qwen3_5ForConditionalGeneration"]
+        assert info["has_image_understanding"] is True
         assert client.get("/get_model_info").json() == info
         server = client.get("/server_info").json()
         assert server["version"] == "0.5.23"

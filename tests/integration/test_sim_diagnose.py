@@ -25,6 +25,7 @@ from tests.simproc import QWEN, SMALL, SimProcess, start_sim, stop_sim, wait_rea
 
 CORPUS_KINDS = {entry.kind for entry in entries("failure")}
 SIGKILL = -signal.SIGKILL
+DP_ATTENTION = [*SMALL, "--tp-size", "2", "--dp-size", "2", "--enable-dp-attention"]
 
 
 def _ended(sim: SimProcess, timeout: float = 60) -> int:
@@ -61,6 +62,13 @@ def _check(sim: SimProcess, code: int, kind: str, exit_status: int) -> None:
         ([*SMALL, "--sim-fault", "crash-at-load:notfound"], "model-not-found", 1),
         ([*SMALL, "--sim-fault", "crash-at-load:gated"], "gated-repo", 1),
         ([*SMALL, "--sim-fault", "crash-at-load:version"], "version-mismatch", 1),
+        # DP attention's ports: the leader's PortArgs.init_new raises before any child starts
+        # (sglang 0.5.23 srt/entrypoints/engine.py:1184): a traceback, exit 1.
+        (
+            [*DP_ATTENTION, "--sim-fault", "crash-at-load:dp-port"],
+            "port-in-use",
+            1,
+        ),
         ([*SMALL, "--sim-fault", "crash-at-load:badflag"], "bad-flag", 2),
         ([*QWEN, "--speculative-algorithm", "DFLASH"], "config-error", 1),
         ([*SMALL, "--no-such-flag", "1"], "bad-flag", 2),
@@ -74,6 +82,7 @@ def _check(sim: SimProcess, code: int, kind: str, exit_status: int) -> None:
         "notfound",
         "gated",
         "version",
+        "dp-port",
         "badflag",
         "dflash-without-draft",
         "unknown-flag",
@@ -98,7 +107,12 @@ def test_port_in_use_reads_back_as_port_in_use(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("fault", "kind"),
-    [("runtime-oom:8", "runtime-oom"), ("crash-mid-stream:8", "cuda-error")],
+    [
+        ("runtime-oom:8", "runtime-oom"),
+        ("prefill-oom", "runtime-oom"),
+        ("crash-mid-stream:8", "cuda-error"),
+    ],
+    ids=["decode-oom", "prefill-oom", "crash-mid-stream"],
 )
 def test_failures_while_serving_read_back_with_the_right_kind(
     tmp_path: Path, fault: str, kind: str
@@ -124,8 +138,10 @@ def test_failures_while_serving_read_back_with_the_right_kind(
 
 def test_the_cuda_graph_phase_shows_during_capture(tmp_path: Path) -> None:
     """The phase a starting server shows is read from its log as it grows (status.startup_phase,
-    what `ps`, `up` and the TUI show): while the target decode graph is captured it reads so."""
-    sim = start_sim([*SMALL, "--sim-fault", "slow-start"], tmp_path=tmp_path, speed=4)
+    what `ps`, `up` and the TUI show): while the target decode graph is captured it reads so.
+    The `hold-capture` fault keeps the capture going until the phase was seen."""
+    release = tmp_path / "release"
+    sim = start_sim([*SMALL, "--sim-fault", f"hold-capture:{release}"], tmp_path=tmp_path)
     seen: list[str] = []
     try:
         deadline = time.monotonic() + 120
@@ -133,6 +149,8 @@ def test_the_cuda_graph_phase_shows_during_capture(tmp_path: Path) -> None:
             phase, label = startup_phase(str(sim.log_path))
             if label and (not seen or seen[-1] != label):
                 seen.append(label)
+            if label == "capturing CUDA graph: target decode":
+                release.touch()
             if phase is Phase.WARMING or phase is Phase.READY:
                 break
             time.sleep(0.02)

@@ -3,57 +3,15 @@ series, priority gauges, /server_info values, /flush_cache auth, reasoning strea
 
 from __future__ import annotations
 
-import contextlib
 import json
-import subprocess
-import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from console.core.net import free_port
-from tests.conftest import REPO
-from tests.simproc import QWEN, SMALL, SimProcess, running_sim, stop_sim, wait_ready
-
-MTP = [
-    *QWEN,
-    "--speculative-algorithm",
-    "NEXTN",
-    "--speculative-draft-model-path",
-    "Qwen/Qwen3.6-27B",
-    "--speculative-num-steps",
-    "3",
-    "--speculative-eagle-topk",
-    "1",
-    "--speculative-num-draft-tokens",
-    "4",
-]
-
-
-@contextlib.contextmanager
-def sim_without_metrics(args: list[str], tmp_path: Path) -> Iterator[SimProcess]:
-    """A simulator started as `sglang serve` would be without --enable-metrics."""
-    port = free_port()
-    log_path = tmp_path / f"sim-{port}.log"
-    argv = [sys.executable, "-m", "console.sim", *args, "--port", str(port)]
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [*argv, "--sim-speed", "20"],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=REPO,
-            start_new_session=True,
-        )
-    sim = SimProcess(f"http://127.0.0.1:{port}", port, proc, log_path, 20)
-    try:
-        wait_ready(sim)
-        yield sim
-    finally:
-        stop_sim(sim)
+from tests.simproc import MTP, QWEN, SMALL, running_sim
 
 
 def families(text: str) -> dict[str, Any]:
@@ -74,7 +32,7 @@ def generate(client: httpx.Client, tokens: int, **extra: Any) -> None:
 
 def test_no_metrics_route_without_enable_metrics(tmp_path: Path):
     # sglang 0.5.23 srt/entrypoints/http_server.py:313-316: the route is mounted only then.
-    with sim_without_metrics(SMALL, tmp_path) as sim, sim.client() as client:
+    with running_sim(SMALL, tmp_path, metrics=False) as sim, sim.client() as client:
         reply = client.get("/metrics")
         assert reply.status_code == 404
         assert reply.json() == {"detail": "Not Found"}  # FastAPI's answer to an unknown path
@@ -83,8 +41,11 @@ def test_no_metrics_route_without_enable_metrics(tmp_path: Path):
 
 def test_series_appear_at_first_use(tmp_path: Path):
     with (
-        # Slow enough that the idle path's 30 s (which would publish the gauges) stay ahead.
-        running_sim([*SMALL, "--skip-server-warmup"], tmp_path, speed=2) as sim,
+        # Speed 0 runs the simulator on a virtual clock that only simulated work moves, so the
+        # idle path's 30 s (which would publish the gauges, sglang 0.5.23
+        # srt/managers/scheduler_components/metrics_reporter.py:1476-1532) never come however
+        # slowly this test runs.
+        running_sim([*SMALL, "--skip-server-warmup"], tmp_path, speed=0) as sim,
         sim.client() as client,
     ):
         # Nothing served yet: only the startup constant exists (emit_constants,

@@ -5,6 +5,7 @@ Every test runs `python -m console.sim` as a real process and reads its log and 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -18,7 +19,16 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import REPO
-from tests.simproc import QWEN, SMALL, running_sim, start_sim, stop_sim, wait_ready
+from tests.simproc import (
+    MTP,
+    QWEN,
+    SMALL,
+    running_sim,
+    start_sim,
+    stop_sim,
+    wait_for_log,
+    wait_ready,
+)
 
 SCHEDULER_LINES = (
     "Init parallel begin.",
@@ -60,19 +70,77 @@ def test_each_rank_logs_its_load_lines_with_its_prefix(
     assert _prefixes(log, "The server is fired up and ready to roll!") == [""]
 
 
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (["--pp-size", "2"], [" PP0", " PP1"]),
+        (["--tp-size", "2", "--pp-size", "2"], [" PP0 TP0", " PP0 TP1", " PP1 TP0", " PP1 TP1"]),
+        (["--tp-size", "4", "--ep-size", "2"], [" TP0 EP0", " TP1 EP0", " TP2 EP1", " TP3 EP1"]),
+        (
+            ["--tp-size", "2", "--dp-size", "2", "--pp-size", "2"],
+            [f" DP{d} PP{p} TP{t}" for d in (0, 1) for p in (0, 1) for t in (0, 1)],
+        ),
+    ],
+    ids=["pp2", "tp2-pp2", "tp4-ep2", "dp2-pp2-tp2"],
+)
+def test_pipeline_and_expert_ranks_show_in_prefixes_and_titles(
+    tmp_path: Path, flags: list[str], expected: list[str]
+):
+    """` PP{p}` and ` EP{e}` join the prefix in SGLang's order, DP, PP, ..., TP, EP (sglang
+    0.5.23 srt/managers/scheduler.py:6279-6291); the EP rank is tp_rank // (tp / ep)
+    (srt/runtime_context.py:128-132); each pipeline stage is a scheduler of its own on its own
+    GPU (srt/entrypoints/engine.py:931-937), and the title is the prefix with `_` (:6294)."""
+    wanted = sorted("sglang::scheduler" + p.replace(" ", "_") for p in expected)
+    with running_sim([*SMALL, *flags], tmp_path, speed=50) as sim:
+        log = sim.log()
+        # Each child retitles itself once its interpreter is up: wait for them.
+        deadline = time.monotonic() + 30
+        while (titles := _scheduler_titles(sim.proc.pid)) != wanted:
+            assert time.monotonic() < deadline, titles
+            time.sleep(0.05)
+    assert _prefixes(log, "Init parallel begin.") == expected
+
+
+def test_each_dp_rank_logs_its_own_batches(tmp_path: Path):
+    """ "Prefill batch" / "Decode batch" come from each DP rank's stats-logging scheduler, its
+    attention TP rank 0 (sglang 0.5.23 srt/observability/metrics_collector.py:1361-1363,
+    srt/managers/scheduler_components/metrics_reporter.py:803), with that rank's prefix."""
+    with running_sim([*SMALL, "--tp-size", "2", "--dp-size", "2"], tmp_path, speed=50) as sim:
+        log = sim.log()  # the warmup sends one prompt to each DP rank
+    assert sorted(set(_prefixes(log, "Prefill batch, "))) == [" DP0 TP0", " DP1 TP0"]
+
+
+def _scheduler_titles(pid: int) -> list[str]:
+    """The `sglang::scheduler*` titles of every process below `pid` (the DP controller's
+    schedulers included), sorted."""
+    titles: list[str] = []
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        with contextlib.suppress(OSError):
+            for task in Path(f"/proc/{parent}/task").iterdir():
+                children = [int(c) for c in (task / "children").read_text().split()]
+                todo.extend(children)
+                for child in children:
+                    with contextlib.suppress(OSError):
+                        title = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")[0]
+                        if title.startswith(b"sglang::scheduler"):
+                            titles.append(title.decode())
+    return sorted(titles)
+
+
 def test_cuda_graph_lines_appear_while_capturing(tmp_path: Path):
     """Capture lines in 0.5.23's texts (sglang 0.5.23 srt/model_executor/
     model_runner_components/cuda_graph_setup.py:683-698, 750-790): prefill first, then decode;
-    the server refuses connections until the capture is over."""
-    sim = start_sim([*SMALL, "--sim-fault", "slow-start"], tmp_path=tmp_path, speed=2)
+    the server refuses connections until the capture is over. The `hold-capture` fault keeps
+    the decode capture going until the test releases it, however slowly the test runs."""
+    release = tmp_path / "release"
+    sim = start_sim([*SMALL, "--sim-fault", f"hold-capture:{release}"], tmp_path=tmp_path, speed=50)
     try:
-        deadline = time.monotonic() + 60
-        while "Capture target decode CUDA graph begin." not in sim.log():
-            assert time.monotonic() < deadline, sim.log()
-            assert sim.proc.poll() is None, sim.log()
-            time.sleep(0.05)
+        log = wait_for_log(sim, "Capture target decode CUDA graph begin.")
+        time.sleep(0.3)  # the hold is deterministic: nothing moves on meanwhile
         log = sim.log()
-        assert "Capture target decode CUDA graph end." not in log  # a 2.4 s capture at speed 2
+        assert "Capture target decode CUDA graph end." not in log
         with pytest.raises(httpx.ConnectError):
             httpx.get(f"{sim.url}/ready", timeout=1)
         prefill = re.search(
@@ -87,6 +155,7 @@ def test_cuda_graph_lines_appear_while_capturing(tmp_path: Path):
             r"avail mem=[\d.]+ GB",
             log,
         )
+        release.touch()
         wait_ready(sim, timeout=60)
         assert re.search(
             r"Capture target decode CUDA graph end\. bs=\[1, 2, 4, 8, 12, 16, .*\], "
@@ -101,22 +170,7 @@ def test_speculative_capture_has_verify_and_draft_graphs(tmp_path: Path):
     """Speculative target: a verify graph; an EAGLE-style draft with several steps: draft
     decode and extend graphs on rank 0 only (sglang 0.5.23 srt/speculative/
     eagle_worker_v2.py:515, 533, 634, 654)."""
-    args = [
-        *QWEN,
-        "--tp-size",
-        "2",
-        "--speculative-algorithm",
-        "NEXTN",
-        "--speculative-draft-model-path",
-        "Qwen/Qwen3.6-27B",
-        "--speculative-num-steps",
-        "3",
-        "--speculative-eagle-topk",
-        "1",
-        "--speculative-num-draft-tokens",
-        "4",
-    ]
-    with running_sim(args, tmp_path, speed=50) as sim:
+    with running_sim([*MTP, "--tp-size", "2"], tmp_path, speed=50) as sim:
         log = sim.log()
     begin = "Capture target verify CUDA graph begin. backend=full, num_tokens_per_req=4,"
     assert _prefixes(log, begin) == [" TP0", " TP1"]
