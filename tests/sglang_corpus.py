@@ -42,7 +42,7 @@ _SIGQUIT_LAUNCH = (
     "It usually means the child failed."
 )
 _SIGQUIT_SERVING = (
-    "[2026-12-01 10:20:45] SIGQUIT received. signum=3, frame=<frame at 0x7f3a2c1d8e40>. "
+    "[2026-12-01 10:20:45] SIGQUIT received. signum=None, frame=None. "
     "It usually means one child failed."
 )
 
@@ -106,6 +106,10 @@ def failure_log(entry: Entry) -> tuple[list[str], int]:
         lines.append(_SIGQUIT_SERVING if entry.context == "serving" else _SIGQUIT_LAUNCH)
         return lines, -9
     if entry.context == "leader":
+        if example[0].startswith("["):
+            # Logged (with its traceback) before the exception leaves the process.
+            lines += example
+            example = [example[-1]]
         lines += [
             "Traceback (most recent call last):",
             '  File "<frozen runpy>", line 198, in _run_module_as_main',
