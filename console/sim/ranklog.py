@@ -57,7 +57,9 @@ def rank_prefix(
     if attn_cp > 1:
         prefix += f" ATTN_CP{(tp_rank // attn_tp) % attn_cp}"
     if moe_dp > 1:
-        prefix += f" MOE_DP{tp_rank // moe_span}"
+        # MoE-DP aliases the attention-CP group when CP is wider (srt/runtime_context.py:1584).
+        attn_cp_rank = (tp_rank // attn_tp) % attn_cp
+        prefix += f" MOE_DP{attn_cp_rank if moe_dp < attn_cp else tp_rank // moe_span}"
     if tp > 1:
         prefix += f" TP{tp_rank}"
     if ep > 1:

@@ -80,8 +80,14 @@ def test_each_rank_logs_its_load_lines_with_its_prefix(
             ["--tp-size", "2", "--dp-size", "2", "--pp-size", "2"],
             [f" DP{d} PP{p} TP{t}" for d in (0, 1) for p in (0, 1) for t in (0, 1)],
         ),
+        # attn_cp_rank = tp_rank // (tp / cp), moe_dp_rank = tp_rank // (tp / moe_dp)
+        # (srt/runtime_context.py:126-127).
+        (
+            ["--tp-size", "4", "--attn-cp-size", "2", "--moe-dp-size", "2"],
+            [f" ATTN_CP{t // 2} MOE_DP{t // 2} TP{t}" for t in range(4)],
+        ),
     ],
-    ids=["pp2", "tp2-pp2", "tp4-ep2", "dp2-pp2-tp2"],
+    ids=["pp2", "tp2-pp2", "tp4-ep2", "dp2-pp2-tp2", "tp4-cp2-moedp2"],
 )
 def test_pipeline_and_expert_ranks_show_in_prefixes_and_titles(
     tmp_path: Path, flags: list[str], expected: list[str]
