@@ -1,4 +1,5 @@
-"""SGLang servers on this host, found by their processes (one pass over /proc).
+"""SGLang's processes on this host: the one place that knows their titles and command lines,
+finds servers and their schedulers, and tells which processes belong to a managed server.
 
 A leader is a process whose command line runs SGLang's server entry (`python -m
 sglang.launch_server ...`, the `sglang serve ...` console script), or the parent of processes
@@ -12,13 +13,28 @@ hand-started simulator (`python -m console.sim ...`).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from console.hw.procs import PROC, SGLANG_TITLE_PREFIX, ProcessInfo, process_info
+from console.hw.procs import (
+    PROC,
+    ProcessInfo,
+    argv_of,
+    cmdline,
+    environ_value,
+    live_processes,
+    process_info,
+    split_cmdline,
+    uptime_s,
+)
 
+SGLANG_TITLE_PREFIX = "sglang::"
+"""SGLang's children retitle themselves with setproctitle, which rewrites the argv area: the
+title is the whole of /proc/PID/cmdline."""
 SCHEDULER_TITLE = "sglang::scheduler"
-"""`sglang::scheduler` (tp=1), `sglang::scheduler_TP{n}`, `sglang::scheduler_DP{d}_TP{t}`
-(sglang 0.5.23 srt/managers/scheduler.py:6279-6294)."""
+"""`sglang::scheduler` (tp=1), `sglang::scheduler_TP{n}`, `sglang::scheduler_DP{d}_TP{t}`, with
+PP/ATTN_CP/MOE_DP/EP parts when those are > 1 (sglang 0.5.23
+srt/managers/scheduler.py:6279-6294)."""
 CHILD_TITLES = (
     SCHEDULER_TITLE,
     "sglang::detokenizer",  # sglang 0.5.23 srt/managers/detokenizer_manager.py:551
@@ -33,6 +49,24 @@ LAUNCH_MODULE = "sglang.launch_server"
 CONSOLE_SCRIPT = "sglang"
 """The `sglang` console script, `sglang = sglang.cli.main:main` (sglang 0.5.23
 entry_points.txt); `sglang serve ...` runs the server in that process (cli/serve.py:181-218)."""
+
+
+def is_sglang_title(text: str) -> bool:
+    return text.startswith(SGLANG_TITLE_PREFIX)
+
+
+def is_child_title(text: str) -> bool:
+    return text.startswith(CHILD_TITLES)
+
+
+def is_scheduler_title(text: str) -> bool:
+    return text.startswith(SCHEDULER_TITLE)
+
+
+def sglang_title(pid: int) -> str | None:
+    """The `sglang::...` title a process gave itself, or None."""
+    text = cmdline(pid)
+    return text if is_sglang_title(text) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,15 +90,7 @@ class FoundServer:
 
     @property
     def scheduler_pids(self) -> tuple[int, ...]:
-        return tuple(c.pid for c in self.children if c.title.startswith(SCHEDULER_TITLE))
-
-    @property
-    def pids(self) -> tuple[int, ...]:
-        return (self.pid, *(c.pid for c in self.children))
-
-
-def _argv_of(raw: bytes) -> tuple[str, ...]:
-    return tuple(part.decode(errors="replace") for part in raw.split(b"\0") if part)
+        return tuple(c.pid for c in self.children if is_scheduler_title(c.title))
 
 
 def entry_kind(argv: tuple[str, ...]) -> str | None:
@@ -82,10 +108,6 @@ def entry_kind(argv: tuple[str, ...]) -> str | None:
         if os.path.basename(arg) == CONSOLE_SCRIPT and following == "serve":
             return "serve"
     return None
-
-
-def is_child_title(text: str) -> bool:
-    return text.startswith(CHILD_TITLES)
 
 
 def _sglang_cmdlines() -> dict[int, bytes]:
@@ -131,88 +153,155 @@ class _Tree:
         return found
 
 
+class _Scan:
+    """One pass over /proc: every retitled SGLang process and every SGLang server entry."""
+
+    def __init__(self) -> None:
+        self.tree = _Tree()
+        self.titles: dict[int, str] = {}
+        self.entries: dict[int, tuple[str, tuple[str, ...]]] = {}
+        for pid, raw in _sglang_cmdlines().items():
+            argv = split_cmdline(raw)
+            if raw.startswith(SGLANG_TITLE_PREFIX.encode()):
+                self.titles[pid] = " ".join(argv)
+                continue
+            kind = entry_kind(argv)
+            if kind is not None:
+                self.entries[pid] = (kind, argv)
+
+    def found(self, pid: int) -> FoundProcess | None:
+        info = self.tree.info(pid)
+        return FoundProcess(pid, info.start_ticks, self.titles[pid]) if info else None
+
+    def leader_of(self, pid: int) -> int | None:
+        """The nearest ancestor that is not retitled (a DP controller's scheduler passes
+        through the controller), or None for an orphan: adopted by init, or by a subreaper,
+        which is in another session (children keep their leader's session)."""
+        info = self.tree.info(pid)
+        if info is None:
+            return None
+        current = info.ppid
+        for _ in range(8):
+            parent = self.tree.info(current) if current > 1 else None
+            if parent is None:
+                return None
+            if current not in self.titles:
+                return current if parent.sid == info.sid else None
+            current = parent.ppid
+        return None
+
+    def servers(self) -> list[FoundServer]:
+        leaders = {pid: kind for pid, (kind, _) in self.entries.items()}
+        children: dict[int, list[FoundProcess]] = {}
+        for pid, title in self.titles.items():
+            leader = self.leader_of(pid)
+            found = self.found(pid)
+            if leader is None or found is None:
+                continue  # gone, or an orphan: its leader is gone, nothing to list it under
+            children.setdefault(leader, []).append(found)
+            if is_child_title(title):
+                leaders.setdefault(leader, "children")
+        # A wrapper (`timeout 600 python -m sglang.launch_server ...`) repeats the leader's
+        # command line: keep the innermost match, the process that owns the children.
+        wrappers = {
+            a.pid for pid in self.entries for a in self.tree.ancestors(pid) if a.pid in self.entries
+        }
+        result = []
+        for pid, how in sorted(leaders.items()):
+            info = self.tree.info(pid)
+            if info is None or (pid in wrappers and pid not in children):
+                continue
+            kids = tuple(sorted(children.get(pid, []), key=lambda c: c.title))
+            argv = self.entries[pid][1] if pid in self.entries else argv_of(pid)
+            result.append(FoundServer(pid, info.start_ticks, info.sid, argv, how, kids))
+        return result
+
+    def schedulers_under(self, leaders: Iterable[int]) -> dict[int, list[FoundProcess]]:
+        """Each leader's schedulers: retitled `sglang::scheduler*` processes it descends
+        from (its children, or with dp > 1 its DP controller's)."""
+        wanted = set(leaders)
+        result: dict[int, list[FoundProcess]] = {pid: [] for pid in wanted}
+        for pid, title in self.titles.items():
+            if not is_scheduler_title(title):
+                continue
+            above = {a.pid for a in self.tree.ancestors(pid)} & wanted
+            found = self.found(pid) if above else None
+            if found is not None:
+                for leader in above:
+                    result[leader].append(found)
+        return {pid: sorted(found, key=lambda f: f.pid) for pid, found in result.items()}
+
+
 def scan_servers() -> list[FoundServer]:
     """Every SGLang server leader on the host with its retitled processes. Processes of
     other users are found as far as /proc shows them (their command lines are readable)."""
-    tree = _Tree()
-    titles: dict[int, str] = {}
-    by_entry: dict[int, str] = {}
-    argvs: dict[int, tuple[str, ...]] = {}
-    for pid, raw in _sglang_cmdlines().items():
-        argv = _argv_of(raw)
-        if raw.startswith(SGLANG_TITLE_PREFIX.encode()):
-            # setproctitle rewrote the argv area: the title is the whole command line.
-            titles[pid] = " ".join(argv)
-            continue
-        kind = entry_kind(argv)
-        if kind is not None:
-            by_entry[pid] = kind
-            argvs[pid] = argv
-    leaders: dict[int, str] = dict(by_entry)
-    children: dict[int, list[FoundProcess]] = {}
-    for pid, title in titles.items():
-        info = tree.info(pid)
-        leader = _leader_of(info, tree, titles) if info is not None else None
-        if info is None or leader is None:
-            continue  # gone, or an orphan: its leader is gone, nothing to list it under
-        children.setdefault(leader, []).append(FoundProcess(pid, info.start_ticks, title))
-        if is_child_title(title):
-            leaders.setdefault(leader, "children")
-    # A wrapper (`timeout 600 python -m sglang.launch_server ...`) repeats the leader's
-    # command line: keep the innermost match, the process that owns the children.
-    wrappers = {a.pid for pid in by_entry for a in tree.ancestors(pid) if a.pid in by_entry}
-    found = []
-    for pid, how in sorted(leaders.items()):
-        info = tree.info(pid)
-        if info is None or (pid in wrappers and pid not in children):
-            continue
-        kids = tuple(sorted(children.get(pid, []), key=lambda c: c.title))
-        argv = argvs.get(pid) or _argv_of(_read_cmdline(pid))
-        found.append(FoundServer(pid, info.start_ticks, info.sid, argv, how, kids))
+    return _Scan().servers()
+
+
+def schedulers_under(leaders: Iterable[int]) -> dict[int, list[FoundProcess]]:
+    """The schedulers of each leader pid, in one pass over /proc. They alone are NUMA bound
+    and hold the GPUs (sglang 0.5.23 srt/entrypoints/engine.py:956-987,
+    srt/utils/numa_utils.py:28-68)."""
+    return _Scan().schedulers_under(leaders)
+
+
+def scheduler_processes(leader: int) -> list[FoundProcess]:
+    return schedulers_under([leader])[leader]
+
+
+@dataclass(frozen=True, slots=True)
+class Membership:
+    """How to recognise one server's processes: by its environment marker, or by its
+    session, which every child keeps, orphans included.
+
+    A session id is the leader's pid, and the kernel keeps that number while any process
+    of the session lives, even after the leader died: a reused pid that calls setsid,
+    forks and exits leaves an unrelated process in a session with our old number. So a
+    session member counts only if it started inside the leader's lifetime window and shows
+    it is SGLang's or ours: its `sglang::` title (setproctitle wipes the marker of exactly
+    those processes unless SPT_NOENV=1), the marker, or being the leader itself."""
+
+    marker: str
+    session: int | None = None
+    """The leader's pid and session id (None: unknown, or not trustworthy)."""
+    started_ticks: int = 0
+    """The leader's start time: no member of its session started before it."""
+    ended_ticks: int | None = None
+    """When the leader's exit was recorded (None: it runs, or the time is unknown)."""
+
+    def in_window(self, info: ProcessInfo) -> bool:
+        return self.started_ticks <= info.start_ticks and (
+            self.ended_ticks is None or info.start_ticks <= self.ended_ticks
+        )
+
+
+def member_processes(
+    marker_name: str, wanted: Mapping[str, Membership]
+) -> dict[str, list[ProcessInfo]]:
+    """The live processes of each server in `wanted`, in one pass over /proc: those of its
+    session that pass its Membership rules, and those whose environment carries
+    `marker_name` = its marker."""
+    by_session = {m.session: key for key, m in wanted.items() if m.session is not None}
+    by_marker = {m.marker: key for key, m in wanted.items()}
+    found: dict[str, list[ProcessInfo]] = {key: [] for key in wanted}
+    for info in live_processes():
+        value = environ_value(info.pid, marker_name)
+        key = by_marker.get(value) if value is not None else None
+        session_key = by_session.get(info.sid)
+        if key is None and session_key is not None:
+            member = wanted[session_key]
+            if member.in_window(info) and (
+                info.pid == member.session or sglang_title(info.pid) is not None
+            ):
+                key = session_key
+        if key is not None:
+            found[key].append(info)
     return found
-
-
-def _read_cmdline(pid: int) -> bytes:
-    try:
-        with open(f"{PROC}/{pid}/cmdline", "rb") as handle:
-            return handle.read()
-    except OSError:
-        return b""
-
-
-def _leader_of(info: ProcessInfo, tree: _Tree, titles: dict[int, str]) -> int | None:
-    """The nearest ancestor that is not retitled (a DP controller's scheduler passes through
-    the controller), or None for an orphan: adopted by init, or by a subreaper, which is in
-    another session (children keep their leader's session)."""
-    current = info.ppid
-    for _ in range(8):
-        parent = tree.info(current) if current > 1 else None
-        if parent is None:
-            return None
-        if current not in titles:
-            return current if parent.sid == info.sid else None
-        current = parent.ppid
-    return None
-
-
-def affinity_cpus(pids: tuple[int, ...]) -> set[int] | None:
-    """The union of these processes' CPU affinity, None when none could be read."""
-    cpus: set[int] = set()
-    read = False
-    for pid in pids:
-        try:
-            cpus |= os.sched_getaffinity(pid)
-            read = True
-        except OSError:
-            continue
-    return cpus if read else None
 
 
 def process_age_s(start_ticks: int) -> float | None:
     """Seconds since a process started, from its start time in clock ticks since boot."""
-    try:
-        with open("/proc/uptime") as handle:
-            uptime = float(handle.read().split()[0])
-    except (OSError, ValueError, IndexError):
+    uptime = uptime_s()
+    if uptime is None:
         return None
     return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))

@@ -1,5 +1,5 @@
-"""Processes on this host: identity (pid + start time), sessions, SGLang titles, signals,
-environment markers.
+"""Processes on this host: identity (pid + start time), sessions, signals, environment
+markers. What SGLang's processes look like is console.hw.discover's business.
 
 Identity is the pair (pid, start time): a pid alone can be reused by an unrelated program.
 Reads come from /proc; psutil only for memory and listening sockets.
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Mapping
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,26 +68,22 @@ def environ_value(pid: int, name: str) -> str | None:
     return None
 
 
-def cmdline(pid: int) -> str:
+def argv_of(pid: int) -> tuple[str, ...]:
+    """A process's command line as its arguments (empty when gone or unreadable)."""
     try:
         raw = (PROC / str(pid) / "cmdline").read_bytes()
     except OSError:
-        return ""
-    return " ".join(part.decode(errors="replace") for part in raw.split(b"\0") if part)
+        return ()
+    return split_cmdline(raw)
 
 
-SGLANG_TITLE_PREFIX = "sglang::"
-"""SGLang's children retitle themselves with setproctitle: `sglang::scheduler`,
-`sglang::scheduler_TP{n}`, `sglang::scheduler_DP{d}_TP{t}`, `sglang::detokenizer`,
-`sglang::data_parallel_controller` (sglang 0.5.23 srt/managers/scheduler.py:6279-6294,
-detokenizer_manager.py:551, data_parallel_controller.py:955)."""
+def split_cmdline(raw: bytes) -> tuple[str, ...]:
+    """The arguments of a raw /proc/PID/cmdline (NUL separated)."""
+    return tuple(part.decode(errors="replace") for part in raw.split(b"\0") if part)
 
 
-def sglang_title(pid: int) -> str | None:
-    """The `sglang::...` title a process gave itself, or None. setproctitle rewrites the
-    argv area, so the title is the whole of /proc/PID/cmdline."""
-    text = cmdline(pid)
-    return text if text.startswith(SGLANG_TITLE_PREFIX) else None
+def cmdline(pid: int) -> str:
+    return " ".join(argv_of(pid))
 
 
 def live_processes() -> list[ProcessInfo]:
@@ -98,63 +94,6 @@ def live_processes() -> list[ProcessInfo]:
             info = process_info(int(entry.name))
             if info is not None and info.state not in ("Z", "X"):
                 found.append(info)
-    return found
-
-
-def session_processes(sid: int) -> list[ProcessInfo]:
-    """Every live process of session `sid`: a server started with its own session keeps it
-    in every child, even one orphaned by its leader's death."""
-    return [info for info in live_processes() if info.sid == sid]
-
-
-SCHEDULER_TITLE = "sglang::scheduler"
-"""The title prefix of every scheduler (sglang 0.5.23 srt/managers/scheduler.py:6294)."""
-
-
-def scheduler_processes(leader_pid: int) -> list[ProcessInfo]:
-    """The schedulers under a leader: its descendants titled `sglang::scheduler*` (children,
-    or with dp > 1 the DP controller's children). They alone are NUMA bound and hold the GPUs
-    (sglang 0.5.23 srt/entrypoints/engine.py:956-987, srt/utils/numa_utils.py:28-68)."""
-    children: dict[int, list[ProcessInfo]] = {}
-    for info in live_processes():
-        children.setdefault(info.ppid, []).append(info)
-    found = []
-    todo = list(children.get(leader_pid, []))
-    while todo:
-        info = todo.pop()
-        title = sglang_title(info.pid)
-        if title is not None and title.startswith(SCHEDULER_TITLE):
-            found.append(info)
-        todo.extend(children.get(info.pid, []))
-    return sorted(found, key=lambda info: info.pid)
-
-
-@dataclass(frozen=True, slots=True)
-class Membership:
-    """How to recognise one server's processes: its environment marker, which SGLang's
-    retitled children lose (setproctitle overwrites the environ area unless SPT_NOENV=1), or
-    its session, which every child keeps, orphans included."""
-
-    marker: str
-    session: int | None
-    """The leader's session id (None: unknown or no longer ours)."""
-
-
-def member_processes(
-    marker_name: str, wanted: Mapping[str, Membership]
-) -> dict[str, list[ProcessInfo]]:
-    """The live processes of each server in `wanted`, in one pass over /proc: those in its
-    session, and those whose environment carries `marker_name` = its marker."""
-    by_session = {m.session: key for key, m in wanted.items() if m.session is not None}
-    by_marker = {m.marker: key for key, m in wanted.items()}
-    found: dict[str, list[ProcessInfo]] = {key: [] for key in wanted}
-    for info in live_processes():
-        key = by_session.get(info.sid)
-        if key is None:
-            value = environ_value(info.pid, marker_name)
-            key = by_marker.get(value) if value is not None else None
-        if key is not None:
-            found[key].append(info)
     return found
 
 
@@ -185,8 +124,23 @@ def cpu_affinity(pid: int) -> tuple[int, ...] | None:
         return None
 
 
-def boot_ticks_per_second() -> int:
-    return os.sysconf("SC_CLK_TCK")
+def uptime_s() -> float | None:
+    """Seconds since boot, None when /proc/uptime cannot be read."""
+    try:
+        with open(PROC / "uptime") as handle:
+            return float(handle.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def wall_to_ticks(wall: float) -> int | None:
+    """A wall-clock time as clock ticks since boot (the unit of `start_ticks`), None when
+    the uptime cannot be read."""
+    uptime = uptime_s()
+    if uptime is None:
+        return None
+    booted = time.time() - uptime
+    return int((wall - booted) * os.sysconf("SC_CLK_TCK"))
 
 
 def port_owner(port: int) -> tuple[int, str] | None:

@@ -45,6 +45,17 @@ class SimProcess:
     """The physical GPU whose context it holds (schedulers only)."""
     numa_node: int | None = None
     """The NUMA node its CPUs are bound to; None: unbound, it may run on every CPU."""
+    start_ticks: int | None = None
+    """Its start time: with the pid, its identity (None: unknown, never taken as running)."""
+
+    def running(self) -> bool:
+        return running(self.pid, self.start_ticks)
+
+
+def running(pid: int, start_ticks: int | None) -> bool:
+    """True when the published process is still the one that was published: a pid alone
+    may have been reused by an unrelated program."""
+    return start_ticks is not None and is_running(pid, start_ticks)
 
 
 @dataclass(frozen=True)
@@ -57,13 +68,20 @@ class SimPublication:
     gpus: dict[int, SimGpuLoad] = field(default_factory=dict)
     label: str = ""
     processes: tuple[SimProcess, ...] = ()
+    start_ticks: int | None = None
+    """The publisher's start time (see SimProcess.start_ticks)."""
 
-    def gpu_owner(self, index: int) -> int:
-        """The pid that holds GPU `index`: its scheduler, else (none listed) the publisher."""
+    def gpu_owner(self, index: int) -> tuple[int, int | None]:
+        """The process (pid, start time) that holds GPU `index`: its scheduler, else (none
+        listed) the publisher."""
         for process in self.processes:
             if process.gpu == index:
-                return process.pid
-        return self.pid
+                return process.pid, process.start_ticks
+        return self.pid, self.start_ticks
+
+    def running(self) -> bool:
+        """True while the publisher or any process it lists is still that process."""
+        return running(self.pid, self.start_ticks) or any(p.running() for p in self.processes)
 
     def process(self, pid: int) -> SimProcess | None:
         for process in self.processes:
@@ -76,6 +94,7 @@ def publish(folder: Path, publication: SimPublication) -> Path:
     path = folder / f"{publication.pid}.json"
     payload: dict[str, Any] = {
         "pid": publication.pid,
+        "start_ticks": publication.start_ticks,
         "updated_wall": publication.updated_wall,
         "label": publication.label,
         "processes": [asdict(process) for process in publication.processes],
@@ -106,6 +125,7 @@ def _processes(raw: Any) -> tuple[SimProcess, ...]:
                     str(item.get("title", "")),
                     _optional_int(item.get("gpu")),
                     _optional_int(item.get("numa_node")),
+                    _optional_int(item.get("start_ticks")),
                 )
             )
     return tuple(found)
@@ -114,10 +134,11 @@ def _processes(raw: Any) -> tuple[SimProcess, ...]:
 def read_publications(folder: Path, now_wall: float | None = None) -> list[SimPublication]:
     """Publications of servers with a live process; stale or unreadable files are ignored.
 
-    A publication counts while its leader or any process it lists runs (a scheduler orphaned
-    by a killed leader still holds its GPU's memory). One not rewritten for FRESH_SECONDS keeps
-    its memory but shows no utilisation or power: nobody is computing on it. A file whose
-    processes are all gone is removed, since its writer cannot (it was killed).
+    A publication counts while its leader or any process it lists runs, the same process by
+    pid and start time (a scheduler orphaned by a killed leader still holds its GPU's
+    memory). One not rewritten for FRESH_SECONDS keeps its memory but shows no utilisation or
+    power: nobody is computing on it. A file whose processes are all gone is removed, since
+    its writer cannot (it was killed).
     """
     now = time.time() if now_wall is None else now_wall
     result = []
@@ -139,12 +160,21 @@ def read_publications(folder: Path, now_wall: float | None = None) -> list[SimPu
             processes = _processes(raw.get("processes"))
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue
-        if not any(is_running(p, None) for p in (pid, *(p.pid for p in processes))):
+        publication = SimPublication(
+            pid,
+            updated,
+            gpus,
+            str(raw.get("label", "")),
+            processes,
+            _optional_int(raw.get("start_ticks")),
+        )
+        if not publication.running():
             if now - updated > FRESH_SECONDS:
                 with contextlib.suppress(OSError):
                     path.unlink()
             continue
         if now - updated > FRESH_SECONDS:
-            gpus = {i: replace(load, util_pct=0.0, power_w=0.0) for i, load in gpus.items()}
-        result.append(SimPublication(pid, updated, gpus, str(raw.get("label", "")), processes))
+            idle = {i: replace(load, util_pct=0.0, power_w=0.0) for i, load in gpus.items()}
+            publication = replace(publication, gpus=idle)
+        result.append(publication)
     return result

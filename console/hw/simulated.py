@@ -14,8 +14,7 @@ from pathlib import Path
 from console.hw.backend import GpuDeviceError, GpuProcess, GpuReading, GpuStatic
 from console.hw.host import HostReading
 from console.hw.numa import NumaNodeInfo
-from console.hw.procs import is_running
-from console.hw.simload import SimPublication, read_publications
+from console.hw.simload import SimPublication, read_publications, running
 
 GPU_NAME = "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
 GPU_MEMORY_BYTES = 97_887 * 1024 * 1024
@@ -142,8 +141,8 @@ class SimulatedGpuBackend:
         for publication in publications:
             if index not in publication.gpus:
                 continue
-            owner = publication.gpu_owner(index)
-            if is_running(owner, None):
+            owner, ticks = publication.gpu_owner(index)
+            if running(owner, ticks):
                 found.append(GpuProcess(index, owner, publication.gpus[index].mem_used_bytes))
         return tuple(found)
 
@@ -195,11 +194,15 @@ class SimulatedHostReader:
         node gets that node's CPUs; the leader, the detokenizer, the DP controller and an
         unbound scheduler get every CPU, as on a real host where SGLang binds only its
         schedulers (sglang 0.5.23 srt/entrypoints/engine.py:956-960, srt/utils/numa_utils.py:28-68).
-        None for a process no simulated server started."""
+        None for a process no simulated server started (the same pid and start time)."""
         nodes = self.numa_nodes()
         for publication in self.gpus._fresh_publications():
             process = publication.process(pid)
-            if process is None and publication.pid != pid:
+            if process is not None and not process.running():
+                continue
+            if process is None and not (
+                publication.pid == pid and running(pid, publication.start_ticks)
+            ):
                 continue
             if process is not None and process.numa_node is not None:
                 return {cpu for node in nodes if node.id == process.numa_node for cpu in node.cpus}

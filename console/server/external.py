@@ -21,15 +21,16 @@ from console.hw.backend import GpuBackend, GpuDeviceError, GpuUnavailable
 from console.hw.discover import (
     FoundProcess,
     FoundServer,
-    affinity_cpus,
     process_age_s,
     scan_servers,
 )
-from console.hw.numa import NumaNodeInfo, read_numa_nodes
+from console.hw.host import HostReader
+from console.hw.numa import NumaNodeInfo
 from console.hw.procs import environ_value, is_running, send_signal
 from console.server.manager import MARKER_ENV, probe_ready
 from console.server.records import Records
 from console.server.status import Probe
+from console.telemetry.host_source import HostBackend, measure_cpus, nodes_of
 
 ID_PREFIX = "ext-"
 DEFAULT_HOST = "127.0.0.1"
@@ -230,8 +231,12 @@ class ExternalScanner:
         gpus: Sequence[int] = (),
         *,
         probe_timeout: float = 0.5,
+        host: HostBackend | None = None,
     ) -> None:
         self.records = records
+        self.host = host
+        """Measures the schedulers' CPUs as the host source does (the demo's simulated
+        host, or this host's affinity when None)."""
         self.gpu_backend = gpu_backend
         self.gpus = tuple(gpus)
         self.probe_timeout = probe_timeout
@@ -305,13 +310,14 @@ class ExternalScanner:
         unbound (sglang 0.5.23 srt/entrypoints/engine.py:956-960, numa_utils.py:28-68)."""
         if not server.scheduler_pids:
             return server
-        cpus = affinity_cpus(server.scheduler_pids)
-        if cpus is None:
+        if self.host is None:
+            self.host = HostReader()
+        measured = measure_cpus(self.host, server.scheduler_pids)
+        if measured is None:
             return server
         if self._nodes is None:
-            self._nodes = read_numa_nodes()
-        nodes = tuple(sorted(n.id for n in self._nodes if cpus & set(n.cpus)))
-        return _replace(server, numa_nodes=nodes)
+            self._nodes = self.host.numa_nodes()
+        return _replace(server, numa_nodes=nodes_of(measured[0], self._nodes))
 
     def _probed(self, servers: list[ExternalServer]) -> list[ExternalServer]:
         def one(server: ExternalServer) -> ExternalServer:

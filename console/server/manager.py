@@ -18,14 +18,8 @@ from console.core.errors import ConsoleError, StateError, UsageError
 from console.core.net import port_is_free
 from console.core.paths import StatePaths
 from console.hw.backend import GpuBackend, GpuDeviceError, GpuUnavailable
-from console.hw.procs import (
-    Membership,
-    ProcessInfo,
-    is_running,
-    member_processes,
-    process_info,
-    send_signal,
-)
+from console.hw.discover import Membership, member_processes
+from console.hw.procs import ProcessInfo, is_running, process_info, send_signal, wall_to_ticks
 from console.hw.simload import SIM_GPU_DIR_ENV
 from console.server.lock import launch_lock
 from console.server.milestones import LogFollower, milestone
@@ -42,6 +36,9 @@ srt/managers/scheduler.py:6294). The title must then fit in the command line, an
 child's (`python -c "from multiprocessing.spawn import spawn_main; ..." --multiprocessing-fork`)
 is longer than any SGLang title. Discovery does not rely on it: see `server_processes`."""
 DEFAULT_GRACE_S = 30.0
+EXIT_SLACK_S = 1.0
+"""Allowance for the wall clock (and its conversion to boot ticks) when a session member's
+start is compared with its leader's recorded exit: a member started before the leader died."""
 POLL_S = 0.1
 
 
@@ -209,14 +206,23 @@ class ServerManager:
 
     def _membership(self, server_id: str, spawn: SpawnInfo | None) -> Membership:
         """The waiter starts the leader in a new session (start_new_session), so the
-        session id is the leader's pid; if that pid now runs another program, the session
-        is not ours (a kernel never reuses a pid while its session has members)."""
-        session = None
-        if spawn is not None:
-            info = process_info(spawn.pid)
-            if info is None or not spawn.start_ticks or info.start_ticks == spawn.start_ticks:
-                session = spawn.pid
-        return Membership(self.marker(server_id), session)
+        session id is the leader's pid. The session is trusted only with a real leader
+        identity (pid > 1, a recorded start time) whose pid is gone or still that leader:
+        a pid running another program means the session is not ours. Members must start
+        within the leader's lifetime (see Membership), so a reused pid's session is not
+        taken for ours."""
+        marker = self.marker(server_id)
+        if spawn is None or spawn.pid <= 1 or spawn.start_ticks <= 0:
+            return Membership(marker)
+        info = process_info(spawn.pid)
+        if info is not None and info.start_ticks != spawn.start_ticks:
+            return Membership(marker)
+        ended = None
+        if info is None or info.state in ("Z", "X"):
+            exit_info = self.records.exit(server_id)
+            if exit_info is not None:
+                ended = wall_to_ticks(exit_info.ended_wall + EXIT_SLACK_S)
+        return Membership(marker, spawn.pid, spawn.start_ticks, ended)
 
     def server_processes(self, server_id: str, spawn: SpawnInfo | None = None) -> list[ProcessInfo]:
         """Every live process of a server: its session (SGLang's retitled children lose the
@@ -243,9 +249,6 @@ class ServerManager:
             for p in procs
             if p.pid not in waiters
         }
-
-    def managed_pids(self) -> set[int]:
-        return set(self.managed_processes())
 
     def _save_quietly(self, record: ServerRecord) -> None:
         try:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
+from console.hw.procs import process_info
 from console.hw.simload import SimGpuLoad, SimProcess, SimPublication, publish, withdraw
 from console.sim.catalog import ModelEntry
 
@@ -35,6 +37,7 @@ class GpuLoadPublisher:
         self.tp = max(1, tp)
         self.label = label
         self.processes: tuple[SimProcess, ...] = ()
+        self._own_ticks = _ticks(os.getpid())
         self.memory_bytes = 0
         self.pcie_tx_total = 0
         self.pcie_rx_total = 0
@@ -44,8 +47,14 @@ class GpuLoadPublisher:
 
     def set_processes(self, processes: tuple[SimProcess, ...]) -> None:
         """The server's children: schedulers name their GPU and NUMA node (the simulated
-        host's NVML processes and CPU affinity), the others hold no GPU and are unbound."""
-        self.processes = processes
+        host's NVML processes and CPU affinity), the others hold no GPU and are unbound.
+        Each is published with its start time, so a reused pid is never taken for it."""
+        self.processes = tuple(
+            process
+            if process.start_ticks is not None
+            else replace(process, start_ticks=_ticks(process.pid))
+            for process in processes
+        )
 
     def set_memory(self, bytes_per_gpu: float) -> None:
         self.memory_bytes = int(min(bytes_per_gpu, GPU_MEMORY_BYTES * 0.99))
@@ -100,6 +109,7 @@ class GpuLoadPublisher:
                     dict.fromkeys(self.gpus, load),
                     self.label,
                     self.processes,
+                    self._own_ticks,
                 ),
             )
         except OSError:
@@ -108,3 +118,8 @@ class GpuLoadPublisher:
     def withdraw(self) -> None:
         if self.folder is not None:
             withdraw(self.folder, os.getpid())
+
+
+def _ticks(pid: int) -> int | None:
+    info = process_info(pid)
+    return info.start_ticks if info is not None else None

@@ -9,13 +9,14 @@ schedulers are not found (yet) has no binding reading: unknown, not a mismatch.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
+from console.hw.discover import schedulers_under
 from console.hw.host import HostReading
 from console.hw.numa import NumaNodeInfo
-from console.hw.procs import is_running, scheduler_processes
+from console.hw.procs import is_running
 from console.telemetry.blocking import BlockingCaller, Stalled
 from console.telemetry.samples import Binding, HostSample, NumaLoad, SourceState, SourceStatus
 from console.telemetry.source import PollResult
@@ -36,6 +37,25 @@ class WatchedServer:
     server_id: str
     pid: int
     intended_nodes: tuple[int, ...]
+
+
+def measure_cpus(backend: HostBackend, pids: Iterable[int]) -> tuple[set[int], int] | None:
+    """Where these processes may run: the union of their CPUs and how many were read, None
+    when none could be. The one NUMA measurement, for managed and external servers alike;
+    pass schedulers only (SGLang binds nothing else)."""
+    cpus: set[int] = set()
+    measured = 0
+    for pid in pids:
+        found = backend.process_cpus(pid)
+        if found is not None:
+            cpus |= found
+            measured += 1
+    return (cpus, measured) if measured else None
+
+
+def nodes_of(cpus: set[int], nodes: Iterable[NumaNodeInfo]) -> tuple[int, ...]:
+    """The NUMA nodes that hold any of `cpus`."""
+    return tuple(sorted(node.id for node in nodes if cpus & set(node.cpus)))
 
 
 RESCAN_S = 10.0
@@ -60,25 +80,28 @@ class HostSource:
         self._schedulers: dict[int, tuple[float, list[tuple[int, int]]]] = {}
         """Leader pid -> (when found, [(pid, start ticks)] of its schedulers)."""
 
-    def schedulers_of(self, leader: int) -> list[int]:
-        """The leader's scheduler pids. A /proc scan costs a read per process on the host, so
-        a found set is kept RESCAN_S while all its members live, and an empty answer
-        MISS_RESCAN_S (SGLang's schedulers retitle themselves seconds after the spawn)."""
+    def schedulers_of(self, leaders: list[int]) -> dict[int, list[int]]:
+        """Each leader's scheduler pids. A /proc scan costs a read per process on the host,
+        so it is one scan for every leader due, and a found set is kept RESCAN_S while all
+        its members live (same pid and start time), an empty answer MISS_RESCAN_S (SGLang's
+        schedulers retitle themselves seconds after the spawn)."""
         now = time.monotonic()
-        cached = self._schedulers.get(leader)
-        if cached is not None:
-            found_at, found = cached
-            if not found and now - found_at < MISS_RESCAN_S:
-                return []
-            if (
-                found
-                and now - found_at < RESCAN_S
-                and all(is_running(pid, ticks) for pid, ticks in found)
-            ):
-                return [pid for pid, _ in found]
-        found = [(p.pid, p.start_ticks) for p in scheduler_processes(leader)]
-        self._schedulers[leader] = (now, found)
-        return [pid for pid, _ in found]
+        result: dict[int, list[int]] = {}
+        due = []
+        for leader in leaders:
+            cached = self._schedulers.get(leader)
+            if cached is not None:
+                found_at, found = cached
+                fresh = now - found_at < (RESCAN_S if found else MISS_RESCAN_S)
+                if fresh and all(is_running(pid, ticks) for pid, ticks in found):
+                    result[leader] = [pid for pid, _ in found]
+                    continue
+            due.append(leader)
+        if due:
+            for leader, procs in schedulers_under(due).items():
+                self._schedulers[leader] = (now, [(p.pid, p.start_ticks) for p in procs])
+                result[leader] = [p.pid for p in procs]
+        return result
 
     def _read(
         self, watched: list[WatchedServer]
@@ -87,17 +110,12 @@ class HostSource:
     ]:
         if self._nodes is None:
             self._nodes = self.backend.numa_nodes()
+        schedulers = self.schedulers_of([server.pid for server in watched])
         bindings = []
         for server in watched:
-            cpus: set[int] = set()
-            measured = 0
-            for pid in self.schedulers_of(server.pid):
-                found = self.backend.process_cpus(pid)
-                if found is not None:
-                    cpus |= found
-                    measured += 1
-            if measured:
-                bindings.append((server, (cpus, measured)))
+            measured = measure_cpus(self.backend, schedulers.get(server.pid, []))
+            if measured is not None:
+                bindings.append((server, measured))
         live = {server.pid for server in watched}
         for leader in [pid for pid in self._schedulers if pid not in live]:
             del self._schedulers[leader]
@@ -127,12 +145,11 @@ class HostSource:
             numa.append(
                 NumaLoad(node.id, sum(values) / len(values) if values else None, len(node.cpus))
             )
-        node_of_cpu = {cpu: node.id for node in nodes for cpu in node.cpus}
         truth = tuple(
             Binding(
                 server.server_id,
                 server.intended_nodes,
-                tuple(sorted({node_of_cpu[c] for c in cpus if c in node_of_cpu})),
+                nodes_of(cpus, nodes),
                 len(cpus),
                 count,
             )

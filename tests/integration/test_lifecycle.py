@@ -14,17 +14,22 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
 
+from console.cli.cmd_plan import make_plan
+from console.cli.services import Services
 from console.core.net import free_port, port_is_free
 from console.core.paths import StatePaths
-from console.hw.procs import Membership, is_running, member_processes, session_processes
+from console.hw.discover import Membership, member_processes, process_age_s
+from console.hw.procs import cmdline, is_running, live_processes, process_info, send_signal
 from console.hw.simload import SimGpuLoad, SimPublication, publish
 from console.hw.simulated import SimulatedGpuBackend
 from console.server.manager import MARKER_ENV
+from console.server.records import Records, ServerRecord
 from tests.conftest import REPO
 
 SPEED = "20"
@@ -69,9 +74,18 @@ def server_pids(server_id: str) -> list[int]:
     paths = StatePaths.for_mode(True)
     spawn_file = paths.servers / f"{server_id}.spawn.json"
     spawn = json.loads(spawn_file.read_text()) if spawn_file.exists() else {}
-    wanted = {server_id: Membership(f"{paths.root}:{server_id}", spawn.get("pid"))}
+    wanted = {
+        server_id: Membership(
+            f"{paths.root}:{server_id}", spawn.get("pid"), spawn.get("start_ticks", 0)
+        )
+    }
     found = member_processes(MARKER_ENV, wanted)[server_id]
     return [p.pid for p in found if p.pid != spawn.get("waiter_pid")]
+
+
+def session_pids(sid: int) -> list[int]:
+    """Every live process of session `sid`, whatever it is."""
+    return sorted(p.pid for p in live_processes() if p.sid == sid)
 
 
 def up(profile: str, *args: str, env: dict[str, str] | None = None) -> dict:
@@ -168,7 +182,12 @@ def test_conflicts_refused_before_launching(tmp_path: Path):
         folder.mkdir(parents=True, exist_ok=True)
         publish(
             folder,
-            SimPublication(foreign.pid, time.time(), {3: SimGpuLoad(mem_used_bytes=80 * 2**30)}),
+            SimPublication(
+                foreign.pid,
+                time.time(),
+                {3: SimGpuLoad(mem_used_bytes=80 * 2**30)},
+                start_ticks=_ticks(foreign.pid),
+            ),
         )
         blocked = dd("up", "qwen3.6-27b", "-l", "tp4", "--port", str(free_port()))
         assert blocked.returncode == 2
@@ -419,11 +438,13 @@ def test_orphaned_schedulers_are_found_and_removed(user_profiles: Path, layout: 
     )
     gpus = SimulatedGpuBackend(StatePaths.for_mode(True).sim_gpu)
     os.kill(status["pid"], signal.SIGKILL)
-    time.sleep(0.3)
-    listed = {s["id"]: s for s in ps()}[status["id"]]
+    want = f"killed by SIGKILL; {orphans} of its processes still running"
+    deadline = time.monotonic() + 20
+    while (listed := {s["id"]: s for s in ps()}[status["id"]])["reason"] != want:
+        assert time.monotonic() < deadline, listed
+        time.sleep(0.1)
     assert listed["state"] == "failed"
-    assert listed["reason"] == f"killed by SIGKILL; {orphans} of its processes still running"
-    assert sorted(listed["orphans"]) == sorted(p.pid for p in session_processes(status["pid"]))
+    assert sorted(listed["orphans"]) == session_pids(status["pid"])
     assert len(listed["orphans"]) == orphans
     held = {p.pid for gpu in (0, 1, 2, 3) for p in gpus.compute_processes(gpu)}
     assert len(held) == 4
@@ -442,7 +463,7 @@ def test_orphaned_schedulers_are_found_and_removed(user_profiles: Path, layout: 
     assert "SIGKILL to its processes" in down.stdout
     assert "GPU memory released" in down.stdout
     assert server_pids(status["id"]) == []
-    assert session_processes(status["pid"]) == []
+    assert session_pids(status["pid"]) == []
     assert all(gpus.compute_processes(gpu) == () for gpu in (0, 1, 2, 3))
     assert status["id"] not in {s["id"] for s in ps()}
 
@@ -494,3 +515,146 @@ def test_unknown_server_names_list_the_known_ones():
         assert dd("logs", "qwen", "-n", "3", check=True).stdout.strip()
     finally:
         dd("down", "--all", "--grace", "5")
+
+
+def _ticks(pid: int) -> int:
+    info = process_info(pid)
+    assert info is not None
+    return info.start_ticks
+
+
+# -- a stale record whose pid was reused -----------------------------------------------------
+
+DAEMON = """
+import os, sys, time
+child = os.fork()
+if child:
+    print(child, flush=True)
+    os._exit(0)
+if sys.argv[1]:
+    import setproctitle
+    setproctitle.setproctitle(sys.argv[1])
+os.close(1)
+time.sleep(120)
+"""
+
+
+@dataclass(frozen=True)
+class Daemon:
+    """A process left in a session whose leader is gone: its pid `session` is no process,
+    but the kernel keeps the number while the session has a member."""
+
+    session: int
+    pid: int
+    start_ticks: int
+
+
+def start_daemon(title: str) -> Daemon:
+    """What a daemon does on a reused pid P: setsid (P leads a new session P), fork, exit.
+    Its child lives on in session P with no process P."""
+    env = {k: v for k, v in os.environ.items() if k != MARKER_ENV}
+    leader = subprocess.Popen(
+        [sys.executable, "-c", DAEMON, title],
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+        env=env,
+    )
+    assert leader.stdout is not None
+    child = int(leader.stdout.readline())
+    leader.stdout.close()
+    leader.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while title and cmdline(child) != title:
+        assert time.monotonic() < deadline, cmdline(child)
+        time.sleep(0.02)
+    info = process_info(child)
+    assert info is not None
+    assert info.sid == leader.pid
+    assert process_info(leader.pid) is None
+    return Daemon(leader.pid, child, info.start_ticks)
+
+
+@pytest.fixture
+def daemons() -> Iterator[list[Daemon]]:
+    started: list[Daemon] = []
+    yield started
+    for daemon in started:
+        send_signal(daemon.pid, signal.SIGKILL, daemon.start_ticks)
+
+
+def write_stale(
+    server_id: str, session: int, start_ticks: int, ended_wall: float | None, *, record: bool
+) -> None:
+    """The files of a server that ran as pid `session` and is gone (its exit recorded at
+    `ended_wall`, or never), with a readable record or a corrupt one."""
+    services = Services.create(demo=True)
+    servers = services.state.ensure().servers
+    if record:
+        plan = make_plan(services, "qwen3.6-27b", "tp1", None, free_port())
+        Records(services.state).save(
+            ServerRecord(server_id, plan, str(servers / "x.log"), time.time() - 60, 1)
+        )
+    else:
+        (servers / f"{server_id}.json").write_text("{ not json")
+    spawn = {"pid": session, "start_ticks": start_ticks, "waiter_pid": session, "spawned_wall": 0}
+    (servers / f"{server_id}.spawn.json").write_text(json.dumps(spawn))
+    if ended_wall is not None:
+        exit_file = {"returncode": -9, "ended_wall": ended_wall}
+        (servers / f"{server_id}.exit.json").write_text(json.dumps(exit_file))
+
+
+def started_wall(daemon: Daemon) -> float:
+    age = process_age_s(daemon.start_ticks)
+    assert age is not None
+    return time.time() - age
+
+
+@pytest.mark.parametrize(
+    ("title", "leader_started", "exited", "ours"),
+    [
+        # An unrelated daemon on a reused pid: in the window, but neither SGLang's nor ours.
+        ("", -1, None, False),
+        # SGLang's title, started after the leader and before its recorded exit.
+        ("sglang::scheduler", -1, "after", True),
+        ("sglang::scheduler", -1, None, True),
+        # Started before the recorded leader did: another process's session.
+        ("sglang::scheduler", +1, None, False),
+        # Started after the leader's recorded exit: the pid was reused since.
+        ("sglang::scheduler", -1, "before", False),
+        # No recorded start time (a corrupt or old spawn file): the session is not trusted.
+        ("sglang::scheduler", None, None, False),
+    ],
+)
+def test_a_session_member_must_fit_the_leaders_lifetime(
+    daemons: list[Daemon],
+    title: str,
+    leader_started: int | None,
+    exited: str | None,
+    ours: bool,
+) -> None:
+    daemon = start_daemon(title)
+    daemons.append(daemon)
+    ticks = 0 if leader_started is None else daemon.start_ticks + leader_started
+    ended = {None: None, "after": time.time(), "before": started_wall(daemon) - 10}[exited]
+    write_stale("stale-1", daemon.session, ticks, ended, record=True)
+    manager = Services.create(demo=True).manager()
+    found = [p.pid for p in manager.server_processes("stale-1")]
+    assert found == ([daemon.pid] if ours else [])
+    assert (daemon.pid in manager.managed_processes()) is ours
+
+
+def test_down_of_a_stale_record_leaves_a_reused_session_alone(daemons: list[Daemon]) -> None:
+    """The record's pid now names the session of an unrelated double-forked daemon: `ps`
+    lists no orphans, `down` (readable record or corrupt one) signals nothing, and the
+    daemon lives on."""
+    daemon = start_daemon("")
+    daemons.append(daemon)
+    write_stale("stale-1", daemon.session, daemon.start_ticks - 1, None, record=True)
+    write_stale("broken-1", daemon.session, daemon.start_ticks - 1, None, record=False)
+    listed = {s["id"]: s for s in ps()}["stale-1"]
+    assert listed["state"] == "failed"
+    assert listed["orphans"] == []
+    down = dd("down", "stale-1", "broken-1", check=True)
+    assert "killed" not in down.stdout
+    assert "SIGKILL" not in down.stdout
+    assert is_running(daemon.pid, daemon.start_ticks)

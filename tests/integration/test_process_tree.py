@@ -25,11 +25,12 @@ import pytest
 from console.cli.services import Services
 from console.hw import simload
 from console.hw.procs import (
+    ProcessInfo,
     cmdline,
     environ_value,
     is_running,
+    live_processes,
     process_info,
-    session_processes,
 )
 from console.hw.simulated import SimulatedGpuBackend
 from console.server.manager import ServerManager
@@ -38,6 +39,11 @@ from tests.simproc import SMALL, SimProcess, start_sim, stop_sim
 
 MARK = "DDCONSOLE_TREE_TEST"
 DP_LAYOUT = "\n[layouts.dp2tp2]\ntp = 2\ndp = 2\ngpus = [0, 1, 2, 3]\n"
+
+
+def session_processes(sid: int) -> list[ProcessInfo]:
+    """Every live process of session `sid`, whatever it is."""
+    return [info for info in live_processes() if info.sid == sid]
 
 
 def _wait_tree(sim: SimProcess, count: int, timeout: float = 30) -> dict[int, str]:
@@ -242,7 +248,7 @@ def test_orphans_found_and_removed_by_session_alone(demo: Path, layout: str, chi
     # The orphaned schedulers still hold their GPUs, so another launch must not take them
     # for foreign processes: they are managed.
     assert schedulers == {p.pid for gpu in gpus for p in backend.compute_processes(gpu)}
-    assert schedulers <= manager.managed_pids()
+    assert schedulers <= set(manager.managed_processes())
     report = manager.stop(server_id, grace=2)
     assert report.escalated
     assert sorted(report.killed_pids) == sorted(tree - {leader})
@@ -269,6 +275,10 @@ def test_unreadable_record_still_kills_its_session(demo: Path):
     leader = int(str(status["pid"]))
     os.kill(leader, signal.SIGKILL)
     (services.state.servers / f"{server_id}.json").write_text("{ not json")
+    deadline = time.monotonic() + 10
+    while is_running(leader, None):
+        assert time.monotonic() < deadline, "the leader outlived SIGKILL"
+        time.sleep(0.02)
     orphans = sorted(p.pid for p in session_processes(leader))
     assert len(orphans) == 2  # the scheduler and the detokenizer
     assert manager.stop_unreadable(server_id) == f"killed {orphans}; state files removed"
@@ -289,7 +299,7 @@ def test_gpu_memory_stays_held_while_a_scheduler_lives(tmp_path: Path):
                 time.time() - 60,
                 {2: simload.SimGpuLoad(util_pct=90.0, mem_used_bytes=7 * 2**30, power_w=300.0)},
                 "x",
-                (simload.SimProcess(scheduler.pid, "sglang::scheduler", 2, 0),),
+                (simload.SimProcess(scheduler.pid, "sglang::scheduler", 2, 0, _ticks(scheduler)),),
             ),
         )
         backend = SimulatedGpuBackend(tmp_path)
@@ -361,3 +371,9 @@ def _free_port() -> int:
     from console.core.net import free_port
 
     return free_port()
+
+
+def _ticks(proc: subprocess.Popen[bytes]) -> int:
+    info = process_info(proc.pid)
+    assert info is not None
+    return info.start_ticks

@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 
 from console.core.units import format_index_set, parse_index_set
+from console.hw.discover import scheduler_processes
 from console.hw.host import HostReader
 from console.hw.numa import pci_numa_node, read_numa_nodes
-from console.hw.procs import scheduler_processes
-from console.hw.simload import SimGpuLoad, SimProcess, SimPublication, publish
+from console.hw.procs import process_info
+from console.hw.simload import SimGpuLoad, SimProcess, SimPublication, publish, read_publications
 from console.hw.simulated import SimulatedGpuBackend, SimulatedHostReader
 from console.sim.proctree import ProcessTree, Rank, plan_ranks, scheduler_title
 from console.telemetry.host_source import HostSource, WatchedServer
@@ -166,10 +167,11 @@ def test_simulated_host_answers_per_process(
             {1: SimGpuLoad(mem_used_bytes=1), 2: SimGpuLoad(mem_used_bytes=2)},
             "x",
             (
-                SimProcess(bound, "sglang::scheduler_TP0", 1, 1),
-                SimProcess(unbound, "sglang::scheduler_TP1", 2, None),
-                SimProcess(detokenizer, "sglang::detokenizer"),
+                SimProcess(bound, "sglang::scheduler_TP0", 1, 1, _ticks(bound)),
+                SimProcess(unbound, "sglang::scheduler_TP1", 2, None, _ticks(unbound)),
+                SimProcess(detokenizer, "sglang::detokenizer", start_ticks=_ticks(detokenizer)),
             ),
+            _ticks(os.getpid()),
         ),
     )
     gpus = SimulatedGpuBackend(tmp_path)
@@ -183,6 +185,51 @@ def test_simulated_host_answers_per_process(
     # The GPU's process is its scheduler, not the publisher.
     assert [p.pid for p in gpus.compute_processes(1)] == [bound]
     assert [p.pid for p in gpus.compute_processes(2)] == [unbound]
+
+
+def test_simulated_host_checks_each_published_process_by_start_time(
+    tmp_path: Path, sleepers: list[subprocess.Popen[bytes]]
+) -> None:
+    """A published pid that now names another process (another start time, as after pid
+    reuse) or was published without a start time holds no GPU and has no binding; a
+    publication with no such process left is dropped."""
+    reused, live, unknown = (p.pid for p in sleepers)
+    publish(
+        tmp_path,
+        SimPublication(
+            os.getpid(),
+            time.time(),
+            {1: SimGpuLoad(mem_used_bytes=1), 2: SimGpuLoad(mem_used_bytes=2)},
+            "x",
+            (
+                SimProcess(reused, "sglang::scheduler_TP0", 1, 1, _ticks(reused) + 1),
+                SimProcess(live, "sglang::scheduler_TP1", 2, 1, _ticks(live)),
+                SimProcess(unknown, "sglang::detokenizer"),
+            ),
+            _ticks(os.getpid()),
+        ),
+    )
+    gpus = SimulatedGpuBackend(tmp_path)
+    host = SimulatedHostReader(gpus)
+    assert gpus.compute_processes(1) == ()
+    assert [p.pid for p in gpus.compute_processes(2)] == [live]
+    assert host.process_cpus(reused) is None
+    assert host.process_cpus(unknown) is None
+    assert host.process_cpus(live) == set(range(32, 64))
+    # The publisher itself on a reused pid, with nothing it listed still running.
+    publish(
+        tmp_path,
+        SimPublication(
+            os.getpid(),
+            time.time() - 60,
+            {1: SimGpuLoad(mem_used_bytes=1)},
+            "x",
+            (SimProcess(reused, "sglang::scheduler", 1, 1, _ticks(reused) + 1),),
+            _ticks(os.getpid()) + 1,
+        ),
+    )
+    assert read_publications(tmp_path) == []
+    assert list(tmp_path.glob("*.json")) == []
 
 
 def test_real_host_binding_reads_the_schedulers_only() -> None:
@@ -224,3 +271,9 @@ def _wait_titled(count: int) -> None:
     while len(scheduler_processes(os.getpid())) < count:
         assert time.monotonic() < deadline, "schedulers never retitled themselves"
         time.sleep(0.05)
+
+
+def _ticks(pid: int) -> int:
+    info = process_info(pid)
+    assert info is not None
+    return info.start_ticks
