@@ -197,7 +197,8 @@ def _externals(services: Any, *, probe: bool = True) -> list[Any]:
     gpus = [gpu.index for gpu in services.topology().gpus]
     scanner = ExternalScanner(services.manager().records, services.gpu_backend, gpus)
     try:
-        return scanner.scan(probe=probe)
+        # A one-shot command: the GPU backend is asked here, no executor to share.
+        return scanner.scan(probe=probe, holders=scanner.gpu_holders() if probe else None)
     finally:
         scanner.close()
 
@@ -268,7 +269,7 @@ def _ps(args: argparse.Namespace) -> int:
                         e.id,
                         e.state,
                         e.pid,
-                        f"{e.host}:{e.port}",
+                        e.address,
                         e.served_model_name or e.model or "-",
                         e.layout,
                         ",".join(map(str, e.scheduler_pids)) or "-",
@@ -314,7 +315,7 @@ def _refuse_external(services: Any, args: argparse.Namespace) -> None:
         if found is not None:
             raise UsageError(
                 f"{found.id} is external: an SGLang server ddconsole did not start (pid "
-                f"{found.pid}, {found.host}:{found.port}); `down` leaves it alone. To stop it "
+                f"{found.pid}, {found.address}); `down` leaves it alone. To stop it "
                 f"anyway: `ddconsole down {found.id} --external --yes`"
             )
 
@@ -339,7 +340,7 @@ def _down_external(args: argparse.Namespace, services: Any) -> int:
                 "managed servers are stopped without --external"
             )
         targets.append(found)
-    names = ", ".join(f"{e.id} (pid {e.pid}, {e.host}:{e.port})" for e in targets)
+    names = ", ".join(f"{e.id} (pid {e.pid}, {e.address})" for e in targets)
     if not args.yes:
         if not sys.stdin.isatty():
             raise UsageError(f"stopping {names}, not started by ddconsole: confirm with --yes")

@@ -12,10 +12,11 @@ from __future__ import annotations
 import concurrent.futures
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from console.core.errors import StateError
 from console.core.redact import redact_argv
 from console.hw.backend import GpuBackend, GpuDeviceError, GpuUnavailable
 from console.hw.discover import (
@@ -27,7 +28,8 @@ from console.hw.discover import (
 from console.hw.host import HostReader
 from console.hw.numa import NumaNodeInfo
 from console.hw.procs import environ_value, is_running, send_signal
-from console.server.manager import MARKER_ENV, probe_ready
+from console.hw.sockets import holds_socket, listening_sockets
+from console.server.manager import MARKER_ENV, StopReport, probe_ready
 from console.server.records import Records
 from console.server.status import Probe
 from console.telemetry.host_source import HostBackend, measure_cpus, nodes_of
@@ -37,6 +39,13 @@ DEFAULT_HOST = "127.0.0.1"
 """sglang 0.5.23 srt/arg_groups/fields/serving.py:65."""
 DEFAULT_PORT = 30000
 """sglang 0.5.23 srt/arg_groups/fields/serving.py:66."""
+NO_PORT = (
+    "no HTTP port: found by its sglang:: processes and its command line names no --port "
+    "(an embedded sglang.Engine has none)"
+)
+"""An `sglang.Engine` in a script or notebook starts the schedulers and the detokenizer but
+no HTTP server (sglang 0.5.23 srt/entrypoints/engine.py:248-260); only `launch_server`
+runs uvicorn (srt/entrypoints/http_server.py:2988-2999)."""
 FLAGS = {
     "--host": "host",
     "--port": "port",
@@ -88,7 +97,8 @@ class ExternalServer:
     pid: int
     start_ticks: int
     host: str
-    port: int
+    port: int | None
+    """None: unknown, the server has no HTTP port we know of (see NO_PORT)."""
     model: str | None
     served_model_name: str | None
     tp: int | None
@@ -105,13 +115,22 @@ class ExternalServer:
     reason: str | None = None
     uptime_s: float | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    port_holder: str | None = None
+    """Who else listens on its port (a managed server, another external, another process):
+    what answers there is not this server, so it is neither probed nor polled."""
 
     @property
     def id(self) -> str:
         return f"{ID_PREFIX}{self.pid}"
 
     @property
-    def url(self) -> str:
+    def address(self) -> str:
+        return f"{self.host}:{self.port}" if self.port is not None else "no HTTP port"
+
+    @property
+    def url(self) -> str | None:
+        if self.port is None:
+            return None
         host = self.host
         if host in ("0.0.0.0", "", "*"):
             host = "127.0.0.1"
@@ -120,6 +139,11 @@ class ExternalServer:
         if ":" in host:
             host = f"[{host}]"
         return f"http://{host}:{self.port}"
+
+    @property
+    def own_url(self) -> str | None:
+        """Its URL when what answers there is this server: what to probe and poll."""
+        return self.url if self.port_holder is None else None
 
     @property
     def all_pids(self) -> tuple[int, ...]:
@@ -147,6 +171,7 @@ class ExternalServer:
             "host": self.host,
             "port": self.port,
             "url": self.url,
+            "port_holder": self.port_holder,
             "model": self.model,
             "served_model_name": self.served_model_name,
             "gpus": list(self.gpus),
@@ -185,11 +210,14 @@ def from_found(found: FoundServer) -> ExternalServer:
     port = _int(args.get("port"))
     if "port" in args and port is None:
         notes.append(f"--port {args['port']!r} is not a number; assumed {DEFAULT_PORT}")
+    if port is None and ("port" in args or found.how != "children"):
+        # A server entry without --port listens on SGLang's default.
+        port = DEFAULT_PORT
     return ExternalServer(
         pid=found.pid,
         start_ticks=found.start_ticks,
         host=args.get("host") or DEFAULT_HOST,
-        port=port if port is not None else DEFAULT_PORT,
+        port=port,
         model=args.get("model_path"),
         served_model_name=args.get("served_model_name"),
         tp=tp,
@@ -220,9 +248,19 @@ def state_of(probe: Probe, server: ExternalServer) -> tuple[str, str | None]:
     return "running", None
 
 
+def unprobed_reason(server: ExternalServer) -> str | None:
+    """Why a server is not probed (its state stays `running`), None when it is."""
+    if server.port is None:
+        return NO_PORT
+    if server.port_holder is not None:
+        return f"port {server.port} is held by {server.port_holder}: not probed, not polled"
+    return None
+
+
 class ExternalScanner:
-    """Scans the host for external servers. `gpus` are the GPU indices to ask the backend
-    about (none: GPUs are not looked up); one compute-process call per GPU per scan."""
+    """Scans the host for external servers. `gpus` are the GPU indices `gpu_holders` asks
+    the backend about; the scan itself never calls the GPU backend (its calls belong on
+    the backend's own executor), it takes the holders read there."""
 
     def __init__(
         self,
@@ -246,7 +284,8 @@ class ExternalScanner:
 
     def close(self) -> None:
         if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            # Not waiting: a probe of a hung server ends by its own timeout.
+            self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
 
     def managed_leaders(self) -> set[int]:
@@ -264,8 +303,25 @@ class ExternalScanner:
                 pids.add(spawn.pid)
         return pids
 
-    def scan(self, *, probe: bool = True) -> list[ExternalServer]:
-        """Every external server now; without `probe`, states are the last probe's."""
+    def managed_ports(self) -> dict[int, str]:
+        """Port -> id of every server of this state dir whose leader still runs."""
+        ports = {}
+        for server_id in self.records.ids():
+            spawn = self.records.spawn(server_id)
+            if spawn is None or not is_running(spawn.pid, spawn.start_ticks):
+                continue
+            try:
+                ports[self.records.load(server_id).plan.port] = server_id
+            except StateError:
+                continue
+        return ports
+
+    def scan(
+        self, *, probe: bool = True, holders: Mapping[int, set[int]] | None = None
+    ) -> list[ExternalServer]:
+        """Every external server now. Without `probe`, states are the last probe's; without
+        `holders` (GPU index -> compute-process pids, from `gpu_holders`), GPUs are the last
+        scan's."""
         managed = self.managed_leaders()
         servers = [
             from_found(found)
@@ -276,33 +332,86 @@ class ExternalScanner:
             # leader, so its environ keeps it), whichever state dir launched it.
             and environ_value(found.pid, MARKER_ENV) is None
         ]
-        servers = self._with_gpus(servers)
+        servers = self._with_gpus(servers, holders)
         servers = [self._with_numa(s) for s in servers]
+        servers = self._with_port_holders(servers)
         servers = self._probed(servers) if probe else [self._previous_state(s) for s in servers]
         self._last = {(s.pid, s.start_ticks): s for s in servers}
         return servers
 
-    def _with_gpus(self, servers: list[ExternalServer]) -> list[ExternalServer]:
-        if not servers or not self.gpus or self.gpu_backend is None:
-            return servers
+    def gpu_holders(self) -> dict[int, set[int]] | None:
+        """GPU index -> pids of its compute processes, None when the backend is unavailable.
+        Blocking calls of the GPU backend: run on its own executor."""
+        if not self.gpus or self.gpu_backend is None:
+            return {}
         try:
             self.gpu_backend.open()
         except GpuUnavailable:
-            return servers
+            return None
         holders: dict[int, set[int]] = {}
         for gpu in self.gpus:
             try:
                 holders[gpu] = {p.pid for p in self.gpu_backend.compute_processes(gpu)}
             except GpuDeviceError:
                 continue
+        return holders
+
+    def _with_gpus(
+        self, servers: list[ExternalServer], holders: Mapping[int, set[int]] | None
+    ) -> list[ExternalServer]:
         result = []
         for server in servers:
+            if holders is None:
+                before = self._last.get((server.pid, server.start_ticks))
+                result.append(_replace(server, gpus=before.gpus) if before else server)
+                continue
             # SGLang's schedulers own the CUDA contexts (sglang 0.5.23
             # srt/managers/scheduler.py:6362); the leader is checked too, for servers
             # that keep the model in the leader.
             pids = set(server.all_pids)
             gpus = tuple(sorted(g for g, held in holders.items() if held & pids))
             result.append(_replace(server, gpus=gpus))
+        return result
+
+    def _with_port_holders(self, servers: list[ExternalServer]) -> list[ExternalServer]:
+        """Marks a server whose port another process listens on (two servers started
+        without --port both claim 30000; only one can bind it): the kernel's socket table
+        says who holds it. Where its descriptors cannot be read (another user's server),
+        a port that a managed server or another external also claims is not its own."""
+        if not any(s.port is not None for s in servers):
+            return servers
+        listening = listening_sockets()
+        managed = self.managed_ports()
+        claims: dict[int, int] = {}
+        for server in servers:
+            if server.port is not None:
+                claims[server.port] = claims.get(server.port, 0) + 1
+        holds: dict[str, bool | None] = {}
+        for server in servers:
+            inodes = listening.get(server.port) if server.port is not None else None
+            holds[server.id] = holds_socket(server.all_pids, inodes) if inodes else None
+        # A port another server of this host claims too; an unreadable server on it is
+        # then not known to hold it.
+        result = []
+        for server in servers:
+            port = server.port
+            held = holds[server.id]
+            shared = port in managed or (port is not None and claims.get(port, 0) > 1)
+            if port not in listening or held is True or (held is None and not shared):
+                # Nobody listens there yet (its probe says so), or it does itself.
+                result.append(server)
+                continue
+            owner = next(
+                (o.id for o in servers if o.port == port and holds[o.id] and o is not server),
+                None,
+            )
+            if owner is not None:
+                holder = f"external {owner}"
+            elif port in managed:
+                holder = f"managed server {managed[port]}"
+            else:
+                holder = "another process"
+            result.append(_replace(server, port_holder=holder))
         return result
 
     def _with_numa(self, server: ExternalServer) -> ExternalServer:
@@ -321,7 +430,10 @@ class ExternalScanner:
 
     def _probed(self, servers: list[ExternalServer]) -> list[ExternalServer]:
         def one(server: ExternalServer) -> ExternalServer:
-            state, reason = state_of(probe_ready(server.url, self.probe_timeout), server)
+            url = server.own_url
+            if url is None:
+                return _replace(server, state="running", reason=unprobed_reason(server))
+            state, reason = state_of(probe_ready(url, self.probe_timeout), server)
             return _replace(server, state=state, reason=reason)
 
         if len(servers) <= 1:
@@ -333,7 +445,7 @@ class ExternalScanner:
     def _previous_state(self, server: ExternalServer) -> ExternalServer:
         before = self._last.get((server.pid, server.start_ticks))
         if before is None:
-            return server
+            return _replace(server, reason=unprobed_reason(server))
         return _replace(server, state=before.state, reason=before.reason)
 
 
@@ -344,21 +456,10 @@ def _replace(server: ExternalServer, **changes: Any) -> ExternalServer:
 
 
 @dataclass
-class ExternalStopReport:
-    id: str
-    sent_sigterm: bool = False
-    escalated: bool = False
-    seconds: float = 0.0
-    remaining: list[int] = field(default_factory=list)
+class ExternalStopReport(StopReport):
+    """A managed server's stop report (its summary too), plus the processes left."""
 
-    def summary(self) -> str:
-        how = "SIGTERM" if self.sent_sigterm else "already exited"
-        if self.escalated:
-            how += ", then SIGKILL to its processes"
-        text = f"stopped external {self.id} ({how}, {self.seconds:.1f} s)"
-        if self.remaining:
-            text += f"; processes still present: {self.remaining}"
-        return text
+    remaining: list[int] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -391,11 +492,14 @@ def stop_external(
     if left:
         report.escalated = True
         for pid, ticks in left.items():
-            send_signal(pid, signal.SIGKILL, ticks)
+            if send_signal(pid, signal.SIGKILL, ticks):
+                report.killed_pids.append(pid)
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline and any(is_running(p, t) for p, t in left.items()):
             time.sleep(poll_s)
         report.remaining = [p for p, t in left.items() if is_running(p, t)]
+        if report.remaining:
+            report.notes.append(f"processes still present: {report.remaining}")
     report.seconds = time.monotonic() - start
     return report
 

@@ -4,6 +4,11 @@ Keeps one SGLang source per live managed server and per SGLang server found on t
 ddconsole did not start (added and removed as servers come and go) and any extra URLs, a GPU
 source, a host source (with each server's real NUMA binding) and the console's own cost.
 The TUI, `ddconsole metrics` and snapshots all run this.
+
+Managed servers are polled every `sync_interval_s` on the `servers` executor; the host scan
+for external servers runs every EXTERNAL_EVERY_S on an executor of its own, with the GPUs'
+compute processes read on the GPU source's NVML executor, so neither a slow /proc pass nor a
+hung external server delays a managed server's state change.
 """
 
 from __future__ import annotations
@@ -29,6 +34,11 @@ from console.telemetry.sglang_source import SglangSource
 from console.telemetry.store import DEFAULT_CAPACITY, TimeSeriesStore
 from console.topology.model import Topology
 
+EXTERNAL_EVERY_S = 5.0
+"""How often the host is scanned for external servers (a new one lists this late at most)."""
+EXTERNAL_TIMEOUT_S = 4.0
+"""A scan still running after this is skipped until it ends (the last list stays)."""
+
 
 def url_source_id(url: str) -> str:
     parsed = urlparse(url)
@@ -50,9 +60,11 @@ class Monitor:
         sync_interval_s: float = 0.25,
         store: TimeSeriesStore | None = None,
         external: bool | None = None,
+        external_scanner: ExternalScanner | None = None,
     ) -> None:
         """`external`: also watch SGLang servers ddconsole did not start (default: outside
-        demo mode; the demo's host is simulated)."""
+        demo mode; the demo's host is simulated); `external_scanner` replaces the default
+        scanner (and implies `external`)."""
         self.manager = manager
         self.interval_s = interval_s
         self.store = store if store is not None else TimeSeriesStore(capacity)
@@ -62,8 +74,8 @@ class Monitor:
         probe_every = max(1, round(1.0 / sync_interval_s))
         self.watcher: ServerWatcher | None = None
         if manager is not None:
-            scanner = None
-            if external if external is not None else not manager.demo:
+            scanner = external_scanner
+            if scanner is None and (external if external is not None else not manager.demo):
                 scanner = ExternalScanner(
                     manager.records, gpu_backend, [gpu.index for gpu in topology.gpus]
                 )
@@ -74,12 +86,16 @@ class Monitor:
             trust_env=False,
         )
         self._servers_caller = BlockingCaller("servers", max(0.5, interval_s * 2))
+        self._external_caller = BlockingCaller("external", EXTERNAL_TIMEOUT_S)
+        self._sources_lock = asyncio.Lock()
         self.changes: list[StateChange] = []
         self.change_count = 0
         """Every state change seen so far (the list above keeps only the recent ones)."""
         numa = {gpu.index: gpu.numa_node for gpu in topology.gpus}
+        self._gpu_source: GpuSource | None = None
         if watch_gpus:
-            self.poller.add(GpuSource(gpu_backend, interval_s=interval_s, numa_nodes=numa))
+            self._gpu_source = GpuSource(gpu_backend, interval_s=interval_s, numa_nodes=numa)
+            self.poller.add(self._gpu_source)
         self.poller.add(
             HostSource(host_backend, interval_s=interval_s, servers=self.watched_servers)
         )
@@ -88,7 +104,7 @@ class Monitor:
             self.poller.add(
                 SglangSource(url_source_id(url), url, self.client, interval_s=interval_s)
             )
-        self._task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
 
     def watched_servers(self) -> list[WatchedServer]:
         if self.watcher is None:
@@ -100,15 +116,56 @@ class Monitor:
         ]
 
     async def sync_servers(self) -> list[StateChange]:
-        """Poll the watcher (blocking work, off the loop) and keep one source per live server."""
+        """Poll the managed servers (blocking work, off the loop) and keep one source per live
+        server. A poll that outlasts its deadline still reports its changes: they wait in the
+        watcher until a later sync takes them."""
         if self.watcher is None or self.manager is None:
             return []
-        watcher = self.watcher
         try:
-            changes = await self._servers_caller.call(watcher.poll)
+            await self._servers_caller.call(self.watcher.poll)
         except Stalled:
+            pass
+        return await self._sync_sources()
+
+    async def sync_externals(self) -> list[StateChange]:
+        """Scan the host for external servers on the external executor, with the GPUs'
+        compute processes read on the NVML executor; a scan past its deadline is left to
+        finish while the last list stays."""
+        watcher = self.watcher
+        if watcher is None or watcher.externals is None:
             return []
-        live = {s.id: s for s in watcher.current if not s.state.terminal and s.pid is not None}
+        holders = await self._gpu_holders(watcher.externals)
+        try:
+            await self._external_caller.call(lambda: watcher.scan_externals(holders))
+        except Stalled:
+            pass
+        return await self._sync_sources()
+
+    async def _gpu_holders(self, scanner: ExternalScanner) -> dict[int, set[int]] | None:
+        """GPU index -> compute-process pids through the GPU source's own executor (NVML's
+        calls belong there), None when that is busy, stalled or absent (GPUs then stay as
+        the last scan found them)."""
+        if self._gpu_source is None:
+            return None
+        try:
+            return await self._gpu_source.caller.call(scanner.gpu_holders)
+        except Stalled:
+            return None
+
+    async def _sync_sources(self) -> list[StateChange]:
+        """Take the watcher's new changes; one SGLang source per live managed server and per
+        external server whose own port is known."""
+        assert self.watcher is not None
+        changes = self.watcher.take_changes()
+        async with self._sources_lock:
+            await self._sync_sources_locked()
+        self.changes = (self.changes + changes)[-200:]
+        self.change_count += len(changes)
+        return changes
+
+    async def _sync_sources_locked(self) -> None:
+        assert self.watcher is not None
+        live = {s.id: s for s in self.watcher.current if not s.state.terminal and s.pid is not None}
         for server_id, status in live.items():
             name = f"server:{server_id}"
             if name not in self.poller.sources:
@@ -123,12 +180,14 @@ class Monitor:
                         api_key=key,
                     )
                 )
-        external = {e.id: e for e in watcher.external}
-        for server_id, found in external.items():
-            if f"server:{server_id}" not in self.poller.sources:
+        # An external server's /metrics only where its port is known and its own (not held
+        # by a managed server, another external or another process).
+        external = {e.id: e.own_url for e in self.watcher.external if e.own_url is not None}
+        for server_id, url in external.items():
+            if f"server:{server_id}" not in self.poller.sources and url is not None:
                 # /metrics needs no API key (sglang 0.5.23 srt/utils/auth.py:101-105).
                 self.poller.add(
-                    SglangSource(server_id, found.url, self.client, interval_s=self.interval_s)
+                    SglangSource(server_id, url, self.client, interval_s=self.interval_s)
                 )
         for name in list(self.poller.sources):
             if (
@@ -138,37 +197,43 @@ class Monitor:
                 and not _is_url_source(name)
             ):
                 await self.poller.remove(name)
-        self.changes = (self.changes + changes)[-200:]
-        self.change_count += len(changes)
-        return changes
 
     async def _sync_loop(self) -> None:
         while True:
             await self.sync_servers()
             await asyncio.sleep(self.sync_interval_s)
 
+    async def _external_loop(self) -> None:
+        while True:
+            await self.sync_externals()
+            await asyncio.sleep(EXTERNAL_EVERY_S)
+
     async def start(self) -> None:
         await self.sync_servers()
         self.poller.start()
-        self._task = asyncio.create_task(self._sync_loop())
+        self._tasks = [asyncio.create_task(self._sync_loop())]
+        if self.watcher is not None and self.watcher.externals is not None:
+            self._tasks.append(asyncio.create_task(self._external_loop()))
 
     async def once(self) -> None:
         """A complete reading: a first sample, then a second one an interval later."""
         await self.sync_servers()
+        await self.sync_externals()
         await self.poller.poll_all_once()
         await asyncio.sleep(self.interval_s)
         await self.sync_servers()
         await self.poller.poll_all_once()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        for task in self._tasks:
+            task.cancel()
             try:
-                await self._task
+                await task
             except asyncio.CancelledError:
                 pass
         await self.poller.stop()
         self._servers_caller.close()
+        self._external_caller.close()
         if self.watcher is not None:
             self.watcher.close()
         await self.client.aclose()

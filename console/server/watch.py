@@ -1,20 +1,28 @@
-"""Watch managed servers: poll cheaply and often, probe readiness less often, report changes."""
+"""Watch servers: poll managed ones cheaply and often, probe readiness less often, scan for
+external ones on their own cadence, and keep every change until it is taken."""
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from console.server.external import ExternalScanner, ExternalServer
 from console.server.manager import ServerManager
 from console.server.status import ServerState, ServerStatus
 
+MAX_PENDING = 1000
+"""Changes kept for `take_changes` at most (the oldest go first)."""
+
 
 @dataclass(frozen=True)
 class StateChange:
     server_id: str
-    before: ServerState | None
-    after: ServerState
+    before: str | None
+    """A managed server's ServerState, or an external server's state word (`running`:
+    found, readiness unknown), None when new."""
+    after: str
     reason: str | None
     seen_monotonic: float
 
@@ -22,8 +30,10 @@ class StateChange:
 class ServerWatcher:
     """Each `poll()` reads state files and /proc (cheap); every `probe_every`th also asks
     `/ready` (an HTTP round trip per live server). Orphan scans run every `orphan_every`th.
-    With `externals`, every probing poll also scans the host for SGLang servers ddconsole
-    did not start and probes them (`external`)."""
+    `scan_externals()` scans the host for SGLang servers ddconsole did not start and probes
+    them (`external`): a separate call, so a slow or hung external server never holds up
+    the managed servers' polls. The two may run on different threads; every change either
+    finds waits in `take_changes()`, so a poll whose caller gave up on it loses nothing."""
 
     def __init__(
         self,
@@ -41,6 +51,8 @@ class ServerWatcher:
         self.problems: list[str] = []
         self.externals = externals
         self.external: list[ExternalServer] = []
+        self._pending: list[StateChange] = []
+        self._lock = threading.Lock()
 
     @property
     def current(self) -> list[ServerStatus]:
@@ -78,14 +90,16 @@ class ServerWatcher:
                     )
                 )
         self._last = fresh
-        if self.externals is not None and probe:
-            changes += self._scan_externals(now)
+        self._keep(changes)
         return changes
 
-    def _scan_externals(self, now: float) -> list[StateChange]:
-        assert self.externals is not None
+    def scan_externals(self, holders: Mapping[int, set[int]] | None = None) -> list[StateChange]:
+        """Scan and probe the external servers now (`holders`: see ExternalScanner.scan)."""
+        if self.externals is None:
+            return []
         before = {e.id: e for e in self.external}
-        self.external = self.externals.scan(probe=True)
+        self.external = self.externals.scan(probe=True, holders=holders)
+        now = time.monotonic()
         changes = []
         for server in self.external:
             previous = before.pop(server.id, None)
@@ -93,27 +107,30 @@ class ServerWatcher:
                 changes.append(
                     StateChange(
                         server.id,
-                        _state(previous.state) if previous else None,
-                        _state(server.state),
+                        previous.state if previous else None,
+                        server.state,
                         server.reason,
                         now,
                     )
                 )
         for gone in before.values():
             changes.append(
-                StateChange(
-                    gone.id, _state(gone.state), ServerState.STOPPED, "external: ended", now
-                )
+                StateChange(gone.id, gone.state, ServerState.STOPPED, "external: ended", now)
             )
+        self._keep(changes)
         return changes
+
+    def _keep(self, changes: list[StateChange]) -> None:
+        if changes:
+            with self._lock:
+                self._pending = (self._pending + changes)[-MAX_PENDING:]
+
+    def take_changes(self) -> list[StateChange]:
+        """Every change seen since the last call, oldest first."""
+        with self._lock:
+            taken, self._pending = self._pending, []
+        return taken
 
     def close(self) -> None:
         if self.externals is not None:
             self.externals.close()
-
-
-def _state(word: str) -> ServerState:
-    try:
-        return ServerState(word)
-    except ValueError:
-        return ServerState.READY

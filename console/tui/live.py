@@ -164,8 +164,7 @@ class LiveBackend:
     def events(self) -> list[str]:
         changes = [
             f"{time.strftime('%H:%M:%S')} {c.server_id}: "
-            f"{c.before.value if c.before else 'new'} -> {c.after.value}"
-            + (f" ({c.reason})" if c.reason else "")
+            f"{c.before or 'new'} -> {c.after}" + (f" ({c.reason})" if c.reason else "")
             for c in (self.monitor.changes if self.monitor else [])
         ]
         return (changes + self._events)[-50:]

@@ -19,6 +19,7 @@ import io
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -33,7 +34,7 @@ import pytest
 from console.core.net import free_port
 from console.hw.discover import entry_kind
 from console.hw.procs import cmdline, is_running, process_info
-from console.server.external import DEFAULT_HOST, DEFAULT_PORT, parse_args
+from console.server.external import DEFAULT_HOST, DEFAULT_PORT, NO_PORT, parse_args
 from tests.conftest import run_cli_subprocess
 from tests.simproc import SMALL, start_sim, stop_sim, wait_ready
 
@@ -41,7 +42,7 @@ pytestmark = pytest.mark.slow
 
 FAKE_LEADER = '''
 """Stand-in for SGLang's leader: its process tree and titles, /ready and nothing else."""
-import ctypes, http.server, multiprocessing as mp, sys, time
+import ctypes, http.server, multiprocessing as mp, os, sys, time
 
 import setproctitle
 
@@ -79,6 +80,8 @@ def _flag(argv, name, default):
 
 class _Ready(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
+        if os.environ.get("FAKE_SGLANG_HTTP") == "hang":
+            time.sleep(3600)  # accepts, reads the request, never answers
         self.send_response(200 if self.path == "/ready" else 404)
         self.end_headers()
 
@@ -96,6 +99,9 @@ def main(argv):
         for t in range(tp):
             mp.Process(target=_child, args=(_title(None, tp, t),)).start()
     mp.Process(target=_child, args=("sglang::detokenizer",)).start()
+    if os.environ.get("FAKE_SGLANG_HTTP") == "none":
+        while True:  # an embedded Engine, or a server that has not bound its port
+            time.sleep(3600)
     http.server.ThreadingHTTPServer(("127.0.0.1", port), _Ready).serve_forever()
 
 
@@ -145,28 +151,35 @@ def leader(argv: list[str], fake: Path, env: dict[str, str] | None = None) -> It
         proc.wait(timeout=10)
 
 
-def dd(*args: str) -> subprocess.CompletedProcess[str]:
+def dd(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """The CLI without --demo, on this test's state dir (the isolated XDG folders)."""
-    return run_cli_subprocess(*args, env=os.environ.copy())
+    return run_cli_subprocess(*args, env={**os.environ, **(env or {})})
 
 
-def ps_entry(pid: int) -> dict[str, Any] | None:
-    result = dd("ps", "--json")
+def ps_entry(pid: int, env: dict[str, str] | None = None) -> dict[str, Any] | None:
+    result = dd("ps", "--json", env=env)
     assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
     return next((e for e in json.loads(result.stdout) if e.get("pid") == pid), None)
 
 
 def wait_listed(
-    pid: int, ready: Callable[[dict[str, Any]], bool], timeout: float = 60
+    pid: int,
+    ready: Callable[[dict[str, Any]], bool],
+    timeout: float = 60,
+    env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     entry = None
     while time.monotonic() < deadline:
-        entry = ps_entry(pid)
+        entry = ps_entry(pid, env)
         if entry is not None and ready(entry):
             return entry
         time.sleep(0.3)
-    raise AssertionError(f"pid {pid} not listed as wanted after {timeout} s; last: {entry}")
+    raise AssertionError(
+        f"pid {pid} not listed as wanted after {timeout} s; last: {entry}; "
+        + dd("ps", "--json", env=env).stdout[:3000]
+    )
 
 
 def titles(pids: list[int]) -> list[str]:
@@ -361,7 +374,8 @@ def test_gpus_are_those_whose_processes_are_its_schedulers(tmp_path: Path):
         deadline = time.monotonic() + 30
         found = None
         while time.monotonic() < deadline:
-            found = next((e for e in scanner.scan() if e.pid == sim.proc.pid), None)
+            listed = scanner.scan(holders=scanner.gpu_holders())
+            found = next((e for e in listed if e.pid == sim.proc.pid), None)
             if found is not None and found.gpus and len(found.scheduler_pids) == 2:
                 break
             time.sleep(0.2)
@@ -440,8 +454,8 @@ async def test_dashboard_shows_an_external_servers_throughput(tmp_path: Path):
             await settle(pilot)
             servers = app.screen
             table = servers.query_one("#list", DataTable)
-            row = [s.id for s in backend.servers()].index(server_id)
-            table.move_cursor(row=row)
+            # By its row key: other workers' simulators come and go in the same list.
+            table.move_cursor(row=table.get_row_index(server_id))
             await pilot.press("x")
             await settle(pilot)
             assert not isinstance(app.screen, ConfirmScreen)
@@ -499,3 +513,154 @@ async def test_a_recording_replays_the_external_server(tmp_path: Path):
         assert "***" in view.plan["argv"]
     finally:
         stop_sim(sim)
+
+
+def _wait_listening(port: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"nothing listens on {port} after {timeout} s")
+
+
+def _wait_children(pid: int, count: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while len([c for c in _descendants(pid) if cmdline(c).startswith("sglang::")]) < count:
+        assert time.monotonic() < deadline, f"pid {pid}: fewer than {count} sglang:: children"
+        time.sleep(0.1)
+
+
+def _descendants(pid: int) -> list[int]:
+    found = _children(pid)
+    for child in list(found):
+        found += _descendants(child)
+    return found
+
+
+def test_embedded_engine_has_no_port_and_ps_works_without_nvml(
+    fake_sglang: Path, tmp_path: Path
+) -> None:
+    """A Python process running an embedded `sglang.Engine` has SGLang's children but no HTTP
+    server (sglang 0.5.23 srt/entrypoints/engine.py:248-260): found by its children with no
+    --port, its port stays unknown (never SGLang's default 30000, where another server's
+    /ready and /metrics would be taken for its own). Without --demo and without NVML, `ps`
+    lists both servers with no GPUs and no traceback."""
+    no_nvml = tmp_path / "no-nvml"
+    (no_nvml / "pynvml").mkdir(parents=True)
+    (no_nvml / "pynvml" / "__init__.py").write_text('raise ImportError("no NVML here")\n')
+    env = {"PYTHONPATH": str(no_nvml)}
+    notebook = tmp_path / "notebook.py"
+    notebook.write_text(
+        "from sglang.launch_server import main\n\nif __name__ == '__main__':\n    main([])\n"
+    )
+    port = free_port()
+    serving = [sys.executable, "-m", "sglang.launch_server", "--model-path", "org/m"]
+    with (
+        leader([*serving, "--port", str(port)], fake_sglang) as server,
+        leader(
+            [sys.executable, str(notebook)], fake_sglang, env={"FAKE_SGLANG_HTTP": "none"}
+        ) as engine,
+    ):
+        listed = wait_listed(server, lambda e: e["state"] == "ready", env=env)
+        assert listed["gpus"] == []
+        entry = wait_listed(engine, lambda e: len(e["scheduler_pids"]) == 1, env=env)
+        assert entry["found_by"] == "children"
+        assert (entry["port"], entry["url"]) == (None, None)
+        assert entry["state"] == "running"
+        assert entry["reason"] == NO_PORT
+        assert entry["gpus"] == []
+        table = dd("ps", env=env)
+        assert table.returncode == 0, table.stderr
+        assert "Traceback" not in table.stderr
+        assert "no HTTP port" in table.stdout
+        refused = dd("down", entry["id"], env=env)
+        assert refused.returncode == 2
+        assert "no HTTP port" in refused.stderr
+
+
+HUNG_PROBE_S = 120.0
+"""The hung external's /ready probe timeout: far beyond the test's wait for the managed
+server's ready event, so a watcher that waited on it could not pass."""
+
+
+async def test_hung_external_does_not_delay_a_managed_servers_ready_event(
+    fake_sglang: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An external server that accepts /ready and never answers holds up only the external
+    scan: the managed server's ready event arrives as usual. A second external, claiming
+    the managed server's port without holding it, is neither probed nor polled."""
+    import asyncio
+
+    from console.cli.services import Services
+    from console.server.external import ExternalScanner
+    from console.server.monitor import Monitor
+
+    monkeypatch.setenv("DDCONSOLE_SIM_SPEED", "20")
+    monkeypatch.delenv("DDCONSOLE_SIM_FAULT", raising=False)
+    hung_port, managed_port = free_port(), free_port()
+    serving = [sys.executable, "-m", "sglang.launch_server", "--model-path", "org/m", "--port"]
+    services = Services.create(demo=True)
+    manager = services.manager()
+    scanner = ExternalScanner(manager.records, None, probe_timeout=HUNG_PROBE_S)
+    monitor = Monitor(
+        manager,
+        services.gpu_backend,
+        services.host_backend,
+        services.topology(),
+        sync_interval_s=0.25,
+        external_scanner=scanner,
+    )
+    second: Monitor | None = None
+    with (
+        leader([*serving, str(hung_port)], fake_sglang, env={"FAKE_SGLANG_HTTP": "hang"}) as hung,
+        leader(
+            [*serving, str(managed_port)], fake_sglang, env={"FAKE_SGLANG_HTTP": "none"}
+        ) as squatter,
+    ):
+        try:
+            _wait_listening(hung_port)
+            await monitor.start()
+            up = await asyncio.to_thread(
+                run_cli_subprocess,
+                *("up", "qwen3.6-27b", "-l", "tp1", "--port", str(managed_port)),
+                *("--no-wait", "--json", "--demo"),
+                env=os.environ.copy(),
+            )
+            assert up.returncode == 0, up.stdout + up.stderr
+            server_id = json.loads(up.stdout)["id"]
+            deadline = time.monotonic() + 60
+            while not any(c.server_id == server_id and c.after == "ready" for c in monitor.changes):
+                assert time.monotonic() < deadline, (
+                    f"no ready event for {server_id}: {monitor.changes}"
+                )
+                await asyncio.sleep(0.2)
+            # The scan that probes the hung server has not ended: nothing listed yet.
+            assert f"ext-{hung}" not in [e.id for e in monitor.watcher.external]  # type: ignore[union-attr]
+
+            # A console with the usual probe timeout: the hung one reads unresponsive, the
+            # squatter's port is the managed server's, so only the hung one gets a source.
+            _wait_children(squatter, 2)
+            second = Monitor(
+                services.manager(),
+                services.gpu_backend,
+                services.host_backend,
+                services.topology(),
+                external=True,
+            )
+            await second.sync_externals()
+            listed = {e.id: e for e in second.watcher.external}  # type: ignore[union-attr]
+            hung_entry, squatter_entry = listed[f"ext-{hung}"], listed[f"ext-{squatter}"]
+            assert hung_entry.state == "unresponsive"
+            assert any(
+                c.server_id == hung_entry.id and c.after == "unresponsive" for c in second.changes
+            )
+            assert squatter_entry.port_holder == f"managed server {server_id}"
+            assert squatter_entry.state == "running"
+            assert f"server:{hung_entry.id}" in second.poller.sources
+            assert f"server:{squatter_entry.id}" not in second.poller.sources
+        finally:
+            await monitor.stop()
+            if second is not None:
+                await second.stop()
+            await asyncio.to_thread(run_cli_subprocess, "down", "--all", "--grace", "2", "--demo")

@@ -50,7 +50,8 @@ def server_detail(server: ServerView) -> Table:
     table.add_row("state", state_text(server))
     if server.reason:
         table.add_row("reason", Text(server.reason, style="red"))
-    table.add_row("url", server.url or "-")
+    # An external server found by its sglang:: processes alone may have no HTTP port.
+    table.add_row("url", server.url or ("no HTTP port" if server.external else "-"))
     numa = "NUMA (schedulers, actual)" if server.external else "NUMA"
     nodes = format_index_set(list(server.numa_nodes))
     table.add_row("gpus", f"{format_index_set(list(server.gpus))}  {numa} {nodes}")
