@@ -214,6 +214,10 @@ class ServerManager:
         marker = self.marker(server_id)
         if spawn is None or spawn.pid <= 1 or spawn.start_ticks <= 0:
             return Membership(marker)
+        spawned = wall_to_ticks(spawn.spawned_wall)
+        if spawned is not None and spawned < 0:
+            # Written before this boot: its pid and start time name nothing of this one.
+            return Membership(marker)
         info = process_info(spawn.pid)
         if info is not None and info.start_ticks != spawn.start_ticks:
             return Membership(marker)

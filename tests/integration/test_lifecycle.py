@@ -25,7 +25,14 @@ from console.cli.services import Services
 from console.core.net import free_port, port_is_free
 from console.core.paths import StatePaths
 from console.hw.discover import Membership, member_processes, process_age_s
-from console.hw.procs import cmdline, is_running, live_processes, process_info, send_signal
+from console.hw.procs import (
+    cmdline,
+    is_running,
+    live_processes,
+    process_info,
+    send_signal,
+    uptime_s,
+)
 from console.hw.simload import SimGpuLoad, SimPublication, publish
 from console.hw.simulated import SimulatedGpuBackend
 from console.server.manager import MARKER_ENV
@@ -583,7 +590,13 @@ def daemons() -> Iterator[list[Daemon]]:
 
 
 def write_stale(
-    server_id: str, session: int, start_ticks: int, ended_wall: float | None, *, record: bool
+    server_id: str,
+    session: int,
+    start_ticks: int,
+    ended_wall: float | None,
+    *,
+    record: bool,
+    spawned_wall: float | None = None,
 ) -> None:
     """The files of a server that ran as pid `session` and is gone (its exit recorded at
     `ended_wall`, or never), with a readable record or a corrupt one."""
@@ -596,7 +609,12 @@ def write_stale(
         )
     else:
         (servers / f"{server_id}.json").write_text("{ not json")
-    spawn = {"pid": session, "start_ticks": start_ticks, "waiter_pid": session, "spawned_wall": 0}
+    spawn = {
+        "pid": session,
+        "start_ticks": start_ticks,
+        "waiter_pid": session,
+        "spawned_wall": time.time() - 1 if spawned_wall is None else spawned_wall,
+    }
     (servers / f"{server_id}.spawn.json").write_text(json.dumps(spawn))
     if ended_wall is not None:
         exit_file = {"returncode": -9, "ended_wall": ended_wall}
@@ -612,6 +630,8 @@ def started_wall(daemon: Daemon) -> float:
 @pytest.mark.parametrize(
     ("title", "leader_started", "exited", "ours"),
     [
+        # A record written before this boot: nothing of this boot is its.
+        ("sglang::scheduler", -1, "previous boot", False),
         # An unrelated daemon on a reused pid: in the window, but neither SGLang's nor ours.
         ("", -1, None, False),
         # SGLang's title, started after the leader and before its recorded exit.
@@ -632,11 +652,17 @@ def test_a_session_member_must_fit_the_leaders_lifetime(
     exited: str | None,
     ours: bool,
 ) -> None:
+    """A process left in the session of a stale record's pid is the server's only when it
+    started between the recorded leader's start and its recorded exit, in this boot, and
+    shows SGLang's title; `leader_started` places the record's start time one tick before
+    or after the daemon's."""
     daemon = start_daemon(title)
     daemons.append(daemon)
     ticks = 0 if leader_started is None else daemon.start_ticks + leader_started
-    ended = {None: None, "after": time.time(), "before": started_wall(daemon) - 10}[exited]
-    write_stale("stale-1", daemon.session, ticks, ended, record=True)
+    ended = {None: None, "after": time.time(), "before": started_wall(daemon) - 10}.get(exited)
+    booted = time.time() - (uptime_s() or 0.0)
+    spawned = booted - 60 if exited == "previous boot" else None
+    write_stale("stale-1", daemon.session, ticks, ended, record=True, spawned_wall=spawned)
     manager = Services.create(demo=True).manager()
     found = [p.pid for p in manager.server_processes("stale-1")]
     assert found == ([daemon.pid] if ours else [])
