@@ -2,7 +2,7 @@
 markers. What SGLang's processes look like is console.hw.discover's business.
 
 Identity is the pair (pid, start time): a pid alone can be reused by an unrelated program.
-Reads come from /proc; psutil only for memory and listening sockets.
+Reads come from /proc; psutil only for listening sockets.
 """
 
 from __future__ import annotations
@@ -106,22 +106,6 @@ def send_signal(pid: int, sig: signal.Signals, start_ticks: int | None) -> bool:
     except ProcessLookupError:
         return False
     return True
-
-
-def rss_bytes(pid: int) -> int | None:
-    import psutil
-
-    try:
-        return int(psutil.Process(pid).memory_info().rss)
-    except (psutil.Error, OSError):
-        return None
-
-
-def cpu_affinity(pid: int) -> tuple[int, ...] | None:
-    try:
-        return tuple(sorted(os.sched_getaffinity(pid)))
-    except OSError:
-        return None
 
 
 def uptime_s() -> float | None:
