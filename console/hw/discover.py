@@ -252,7 +252,8 @@ def scheduler_processes(leader: int) -> list[FoundProcess]:
 @dataclass(frozen=True, slots=True)
 class Membership:
     """How to recognise one server's processes: by its environment marker, or by its
-    session, which every child keeps, orphans included.
+    session, which every child keeps, orphans included (sglang 0.5.23 srt/ never calls
+    setsid; its children are mp.Process, srt/entrypoints/engine.py:956-987).
 
     A session id is the leader's pid, and the kernel keeps that number while any process
     of the session lives, even after the leader died: a reused pid that calls setsid,
