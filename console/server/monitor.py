@@ -87,6 +87,8 @@ class Monitor:
         )
         self._servers_caller = BlockingCaller("servers", max(0.5, interval_s * 2))
         self._external_caller = BlockingCaller("external", EXTERNAL_TIMEOUT_S)
+        self.external_problem: str | None = None
+        """Why the last external scan failed, None when it did not."""
         self._sources_lock = asyncio.Lock()
         self.changes: list[StateChange] = []
         self.change_count = 0
@@ -205,7 +207,13 @@ class Monitor:
 
     async def _external_loop(self) -> None:
         while True:
-            await self.sync_externals()
+            try:
+                await self.sync_externals()
+                self.external_problem = None
+            except (OSError, ValueError, RuntimeError) as exc:
+                # /proc or a server's answers turned out stranger than expected: the last
+                # list stays, the next scan tries again, the managed servers never wait.
+                self.external_problem = f"external server scan failed: {exc}"
             await asyncio.sleep(EXTERNAL_EVERY_S)
 
     async def start(self) -> None:

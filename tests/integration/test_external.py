@@ -664,3 +664,34 @@ async def test_hung_external_does_not_delay_a_managed_servers_ready_event(
             if second is not None:
                 await second.stop()
             await asyncio.to_thread(run_cli_subprocess, "down", "--all", "--grace", "2", "--demo")
+
+
+def test_a_port_held_by_another_external_is_not_its_own(fake_sglang: Path, tmp_path: Path):
+    """Two servers name one --port; the one that listens there is probed, the other (its
+    port held by the first, as the kernel's socket table shows) is neither probed nor
+    polled."""
+    from console.core.paths import StatePaths
+    from console.server.external import ExternalScanner
+    from console.server.records import Records
+
+    port = free_port()
+    argv = [sys.executable, "-m", "sglang.launch_server", "--model-path", "org/m", "--port"]
+    scanner = ExternalScanner(Records(StatePaths(tmp_path / "state")), None)
+    with (
+        leader([*argv, str(port)], fake_sglang) as holder,
+        leader([*argv, str(port)], fake_sglang, env={"FAKE_SGLANG_HTTP": "none"}) as claimer,
+    ):
+        _wait_listening(port)
+        _wait_children(claimer, 2)
+        try:
+            listed = {e.pid: e for e in scanner.scan()}
+        finally:
+            scanner.close()
+        assert listed[holder].port_holder is None
+        assert listed[holder].state == "ready"
+        assert listed[claimer].port_holder == f"external ext-{holder}"
+        assert listed[claimer].own_url is None
+        assert listed[claimer].state == "running"
+        assert listed[claimer].reason == (
+            f"port {port} is held by external ext-{holder}: not probed, not polled"
+        )
