@@ -9,10 +9,17 @@ from pathlib import Path
 
 CORPUS_PATH = Path(__file__).parent / "fixtures" / "sglang-0.5.23" / "corpus.toml"
 
+# Secrets as real SGLang logs them, in clear, in its `server_args={...}` line (the corpus
+# entry "server-args"; sglang 0.5.23 srt/entrypoints/engine.py:173-174, 1185): every framed
+# log carries them, so diagnose must keep them out of what it prints.
+CORPUS_API_KEY = "sk-corpus-5f0e1d2c3b4a5968"
+CORPUS_SSL_PASSWORD = "pw-corpus-2468"
 # The startup a scheduler goes through before a load-time failure (sglang 0.5.23
 # srt/distributed/bootstrap.py:115, srt/model_executor/model_runner.py:1274,1373).
 _STARTUP = (
-    "[2026-12-01 10:00:00] server_args=ServerArgs(model_path='Qwen/Qwen3.6-27B', tp_size=1)",
+    "[2026-12-01 10:00:00] server_args={'model_path': 'Qwen/Qwen3.6-27B', "
+    f"'ssl_keyfile_password': '{CORPUS_SSL_PASSWORD}', 'tp_size': 1, "
+    f"'api_key': '{CORPUS_API_KEY}', 'admin_api_key': None, 'watermark_config': '<redacted>'}}",
     "[2026-12-01 10:00:02] Init parallel begin.",
     "[2026-12-01 10:00:05] Load weight begin. avail mem=94.12 GB",
     "[2026-12-01 10:01:13] Load weight end. elapsed=68.77 s, "

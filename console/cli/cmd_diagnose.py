@@ -37,11 +37,14 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _diagnose(args: argparse.Namespace) -> int:
+    from console.core.redact import redact_json
     from console.server.diagnose import diagnose_file
 
+    # The failure comes back with secrets masked (SGLang logs its API keys in clear); the
+    # JSON is masked once more as a whole, the file name included.
     diagnosis = diagnose_file(args.log, returncode=args.exit_status)
     if args.json:
-        print_json(diagnosis.to_json())
+        print_json(redact_json(diagnosis.to_json()))
     else:
         print(f"{args.log}: {diagnosis.line_count} lines")
         print("phases reached:" if diagnosis.phases else "phases reached: none")

@@ -8,13 +8,16 @@ failure search (SGLang's failure and its aftermath sit at the end of a log).
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections import deque
+import threading
+from collections import OrderedDict, deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from console.core.errors import UsageError
+from console.core.redact import redact_text
 from console.server.classify import Failure, classify, find_failure
 from console.server.milestones import log_timestamp, milestone, tail_lines
 
@@ -117,7 +120,21 @@ def diagnose_lines(
     else:
         failure = classify(returncode, window, stop_requested=stop_requested)
     number = tail[failure.index][0] if failure is not None and failure.index is not None else None
-    return Diagnosis(source, count, tuple(phases), failure, number)
+    return Diagnosis(source, count, tuple(phases), redact_failure(failure), number)
+
+
+def redact_failure(failure: Failure | None) -> Failure | None:
+    """The failure with secrets masked in its reason, line and excerpt: SGLang logs its API
+    keys in clear (`server_args={...}`, sglang 0.5.23 srt/entrypoints/engine.py:1185), and
+    a log handed to diagnose may be anyone's."""
+    if failure is None:
+        return None
+    return dataclasses.replace(
+        failure,
+        reason=redact_text(failure.reason),
+        line=None if failure.line is None else redact_text(failure.line),
+        excerpt=tuple(redact_text(line) for line in failure.excerpt),
+    )
 
 
 def _read_lines(handle: Any) -> Iterator[str]:
@@ -174,7 +191,9 @@ def diagnose_file(
 
 
 _FailureKey = tuple[str, int, int, int | None, bool]
-_failures: dict[_FailureKey, Failure | None] = {}
+# Shared by the poller's executor threads and the UI: guarded, and bounded (oldest out first).
+_failures: OrderedDict[_FailureKey, Failure | None] = OrderedDict()
+_failures_lock = threading.Lock()
 _FAILURES_KEPT = 64
 
 
@@ -194,12 +213,16 @@ def log_failure(path: str, returncode: int | None, *, stop_requested: bool) -> F
         )
     except OSError:
         key = None
-    if key is not None and key in _failures:
-        return _failures[key]
-    lines = tail_lines(path, TAIL_LINES, TAIL_BYTES)
-    failure = classify(returncode, lines, stop_requested=stop_requested)
     if key is not None:
-        if len(_failures) >= _FAILURES_KEPT:
-            _failures.pop(next(iter(_failures)))
-        _failures[key] = failure
+        with _failures_lock:
+            if key in _failures:
+                _failures.move_to_end(key)
+                return _failures[key]
+    lines = tail_lines(path, TAIL_LINES, TAIL_BYTES)
+    failure = redact_failure(classify(returncode, lines, stop_requested=stop_requested))
+    if key is not None:
+        with _failures_lock:
+            _failures[key] = failure
+            while len(_failures) > _FAILURES_KEPT:
+                _failures.popitem(last=False)
     return failure

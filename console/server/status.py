@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from console.core.redact import redact_text
 from console.hw.procs import is_running
 from console.server.classify import Failure
 from console.server.diagnose import log_failure
@@ -78,9 +79,12 @@ class ServerStatus:
             "layout": plan.layout,
             "variant": plan.variant,
             "state": self.state.value,
-            "reason": self.reason,
+            # Log text, possibly from a failure built before redaction: masked again (cheap).
+            "reason": None if self.reason is None else redact_text(self.reason),
             "failure_kind": self.failure.kind if self.failure else None,
-            "failure_excerpt": list(self.failure.excerpt) if self.failure else [],
+            "failure_excerpt": [redact_text(line) for line in self.failure.excerpt]
+            if self.failure
+            else [],
             "phase": self.phase_label,
             "pid": self.pid,
             "pgid": self.pid,

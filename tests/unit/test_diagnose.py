@@ -11,9 +11,17 @@ from pathlib import Path
 
 import pytest
 
+from console.server import diagnose as diagnose_module
+from console.server.classify import classify
 from console.server.diagnose import diagnose_file, diagnose_lines, log_failure
 from tests.conftest import REPO, run_cli_subprocess
-from tests.sglang_corpus import Entry, entries, failure_log
+from tests.sglang_corpus import (
+    CORPUS_API_KEY,
+    CORPUS_SSL_PASSWORD,
+    Entry,
+    entries,
+    failure_log,
+)
 
 
 def _write(path: Path, lines: list[str]) -> str:
@@ -34,6 +42,9 @@ def test_every_corpus_failure_through_the_cli(entry: Entry, tmp_path: Path) -> N
     # The line number points at the line the reason comes from, counted from 1.
     assert lines[failure["line_number"] - 1] == failure["line"]
     assert report["lines"] == len(lines)
+    # A framed log after argument parsing holds SGLang's server_args line, keys in clear.
+    assert (CORPUS_API_KEY in "\n".join(lines)) == (entry.context != "argparse")
+    assert CORPUS_API_KEY not in result.stdout
 
 
 def test_phases_with_their_timestamps_and_the_cuda_graph_phase(tmp_path: Path) -> None:
@@ -190,3 +201,84 @@ def test_a_requested_stop_is_no_failure(tmp_path: Path) -> None:
     log = _write(tmp_path / "server.log", [entry.example])
     assert log_failure(log, 0, stop_requested=True) is None
     assert diagnose_file(log, returncode=0, stop_requested=True).failure is None
+
+
+# Other secrets a colleague's log may hold near its failure: an argv in SGLang's port-waiting
+# message (sglang 0.5.23 srt/utils/network.py:98 prints the holder's process.cmdline()), a
+# Bearer token, and a key echoed by argparse after a mistyped flag.
+_ADMIN_KEY = "adm-0a1b2c3d4e"
+_BEARER = "tok-9f8e7d6c5b4a"
+
+
+def _secret_logs() -> list[tuple[list[str], int]]:
+    (port,) = [e for e in entries("failure") if e.id == "dp-port-in-use"]
+    port_lines, port_code = failure_log(port)
+    waiting = (
+        "[2026-12-01 10:00:15] port 30241 is in use. Waiting for 15 seconds for "
+        "scheduler_input_port to be available. process.cmdline()=['python3', '-m', "
+        f"'sglang.launch_server', '--api-key', '{CORPUS_API_KEY}', '--admin-api-k', "
+        f"'{_ADMIN_KEY}', '--ssl-keyfile-password={CORPUS_SSL_PASSWORD}'] pid=4242"
+    )
+    at = next(i for i, line in enumerate(port_lines) if "Port is already in use" in line)
+    port_lines[at:at] = [waiting, f"[2026-12-01 10:00:16] Authorization: Bearer {_BEARER}"]
+    typo = [
+        "usage: sglang serve [-h] [--model-path MODEL_PATH]",
+        f"sglang serve: error: unrecognized arguments: --api-kee {CORPUS_API_KEY}",
+    ]
+    return [(port_lines, port_code), (typo, 2)]
+
+
+@pytest.mark.parametrize("case", [0, 1], ids=["port-waiting-argv", "argparse-typo"])
+def test_diagnose_never_prints_a_secret(case: int, tmp_path: Path) -> None:
+    lines, code = _secret_logs()[case]
+    secrets = (CORPUS_API_KEY, _ADMIN_KEY, CORPUS_SSL_PASSWORD, _BEARER)
+    # The classifier's own excerpt holds them: the masking is diagnose's.
+    raw = classify(code, lines, stop_requested=False)
+    assert raw is not None
+    assert any(s in "\n".join((*raw.excerpt, raw.reason, raw.line or "")) for s in secrets)
+    log = _write(tmp_path / "server.log", lines)
+    for extra in ((), ("--json",)):
+        result = run_cli_subprocess("diagnose", log, "--exit-status", str(code), *extra)
+        assert result.returncode == 1, result.stderr
+        assert "***" in result.stdout
+        leaked = [s for s in secrets if s in result.stdout + result.stderr]
+        assert leaked == [], (extra, result.stdout)
+    failure = log_failure(log, code, stop_requested=False)
+    assert failure is not None
+    shown = "\n".join((*failure.excerpt, failure.reason, failure.line or ""))
+    assert not [s for s in secrets if s in shown]
+
+
+def test_the_failure_cache_is_bounded_and_thread_safe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The poller's threads and the UI ask at once, for more logs than the cache keeps."""
+    import threading
+
+    monkeypatch.setattr(diagnose_module, "_failures", type(diagnose_module._failures)())
+    logs = [
+        _write(tmp_path / f"{n}.log", ["[2026-12-01 10:00:02] Init parallel begin."])
+        for n in range(3 * diagnose_module._FAILURES_KEPT)
+    ]
+    errors: list[BaseException] = []
+
+    def ask(offset: int) -> None:
+        try:
+            for round_ in range(3):
+                for n in range(len(logs)):
+                    log_failure(logs[(n + offset) % len(logs)], round_, stop_requested=False)
+        except BaseException as exc:  # any failure of a thread is the finding
+            errors.append(exc)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=ask, args=(k * 7,)) for k in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+    finally:
+        sys.setswitchinterval(interval)
+    assert errors == []
+    assert len(diagnose_module._failures) <= diagnose_module._FAILURES_KEPT
