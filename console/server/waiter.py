@@ -1,23 +1,33 @@
-"""The parent of a managed server: spawns it in its own session and records how it ended.
+"""The parent of a managed server: spawns it in its own session, filters its output into the
+log, and records how it ended.
 
 Run detached by the console (`python -m console.server.waiter STATE_SERVERS_DIR ID LOG --
 ARGV...`). It writes `ID.spawn.json` (pid, start time) as soon as the server runs and
-`ID.exit.json` (return code) when it ends, so any later console knows both. Kept free of
-heavy imports: it starts for every launch.
+`ID.exit.json` (return code) when it ends, so any later console knows both. The server's
+stdout and stderr come through a pipe: real SGLang logs its API keys in clear (sglang 0.5.23
+srt/entrypoints/engine.py:173-174, 1185 log `server_args={resolved dict}`), so the secret
+values of its argv and environment become `***` before anything reaches the log file. Kept
+free of heavy imports: it starts for every launch.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 from console.core.jsonio import atomic_write_text
+from console.core.redact import StreamMasker, argv_secrets, secret_values
 from console.hw.procs import process_info
+
+CHUNK = 1 << 16
+"""Bytes read from the pipe at once: a burst of output costs few system calls."""
 
 
 def main(argv: list[str]) -> int:
@@ -36,12 +46,13 @@ def main(argv: list[str]) -> int:
     folder, server_id, log_path, command = Path(argv[0]), argv[1], Path(argv[2]), argv[4:]
     for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)
+    masker = StreamMasker(argv_secrets(command) | secret_values())
     with log_path.open("ab", buffering=0) as log:
         try:
             proc = subprocess.Popen(
                 command,
                 stdin=subprocess.DEVNULL,
-                stdout=log,
+                stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
                 close_fds=True,
@@ -66,14 +77,93 @@ def main(argv: list[str]) -> int:
                 "spawned_wall": time.time(),
             },
         )
-        returncode = proc.wait()
-    _write(folder / f"{server_id}.exit.json", {"returncode": returncode, "ended_wall": time.time()})
+        assert proc.stdout is not None
+        _pump(proc, proc.stdout.fileno(), log, masker, folder / f"{server_id}.exit.json")
     return 0
+
+
+def _pump(
+    proc: subprocess.Popen[bytes], fd: int, log: BinaryIO, masker: StreamMasker, exit_path: Path
+) -> None:
+    """Copy the server's output into the log, masked, as it comes, and record the leader's
+    exit the moment it happens (its last lines first). Its children may hold the pipe after
+    it ends (orphans): their output is still copied until the last one closes it."""
+    pidfd = _pidfd(proc.pid)
+    exited = False
+    while True:
+        watched = [fd] if exited or pidfd is None else [fd, pidfd]
+        # Without a pidfd (an old kernel), the exit is polled every 0.1 s.
+        timeout = None if exited or pidfd is not None else 0.1
+        ready, _, _ = select.select(watched, [], [], timeout)
+        if fd in ready and not _copy(fd, log, masker):
+            break
+        ended = pidfd in ready if pidfd is not None else proc.poll() is not None
+        if not exited and ended:
+            # Everything the leader wrote is in the pipe now: log it before the exit record,
+            # which is what readers classify the log on.
+            eof = _drain(fd, log, masker)
+            _record_exit(proc, exit_path)
+            exited = True
+            if eof:
+                break
+    _write_log(log, masker.flush())
+    if pidfd is not None:
+        os.close(pidfd)
+    if not exited:
+        _record_exit(proc, exit_path)
+
+
+def _copy(fd: int, log: BinaryIO, masker: StreamMasker) -> bool:
+    """One read from the pipe into the log; False at the end of the stream."""
+    try:
+        chunk = os.read(fd, CHUNK)
+    except OSError:
+        return False
+    if not chunk:
+        return False
+    _write_log(log, masker.feed(chunk))
+    return True
+
+
+def _drain(fd: int, log: BinaryIO, masker: StreamMasker) -> bool:
+    """Copy what the pipe holds now, without waiting; True if the stream ended."""
+    while select.select([fd], [], [], 0)[0]:
+        if not _copy(fd, log, masker):
+            return True
+    return False
+
+
+def _write_log(log: BinaryIO, data: bytes) -> None:
+    """Write to the log; a full or failing disk loses output, never the pipe's reader (a
+    server whose pipe is not read blocks on its next log line)."""
+    try:
+        while data:
+            written = log.write(data)
+            data = data[written:] if written else b""
+    except OSError:
+        pass
+
+
+def _record_exit(proc: subprocess.Popen[bytes], exit_path: Path) -> None:
+    returncode = proc.wait()
+    _write(exit_path, {"returncode": returncode, "ended_wall": time.time()})
+
+
+def _pidfd(pid: int) -> int | None:
+    """A descriptor that becomes readable when the process ends (Linux 5.3+)."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
 
 
 def _default_signals() -> None:
     for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_DFL)
+    # A write to the pipe after the waiter died fails with EPIPE instead of killing the
+    # server: Python ignores SIGPIPE itself, but a wrapper (a shell script, numactl's child)
+    # would die of it; an ignored signal stays ignored across exec.
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
 
 
 def _write(path: Path, data: dict[str, object]) -> None:

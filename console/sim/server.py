@@ -42,7 +42,7 @@ from console.sim.failures import (
 )
 from console.sim.gpuload import GPU_MEMORY_BYTES, GpuLoadPublisher, visible_gpus
 from console.sim.http import build_app
-from console.sim.options import MODELED, OptionsError, SimOptions, parse
+from console.sim.options import OptionsError, SimOptions, parse
 from console.sim.perf import GPUS_PER_NUMA_NODE, decoding
 from console.sim.proctree import ProcessTree, Rank, plan_ranks
 from console.sim.ranklog import (
@@ -223,12 +223,15 @@ class SimServer:
 
     def log_arguments(self) -> None:
         options = self.options
-        shown = {
-            k: options.server_args[k]
-            for k in sorted(MODELED)
-            if k in options.server_args and k not in ("api_key", "admin_api_key")
-        }
-        log.info("server_args=ServerArgs(%s)", ", ".join(f"{k}={v!r}" for k, v in shown.items()))
+        # SGLang logs the resolved dict as an f-string, API keys and ssl_keyfile_password in
+        # clear; only the three watermark fields become '<redacted>', None or not (sglang
+        # 0.5.23 srt/entrypoints/engine.py:173-174, 1185; srt/server_args.py:316-333;
+        # srt/sampling/watermarking/core.py:25-27, 81-91). The waiter masks the keys.
+        resolved = dict(options.server_args)
+        resolved["served_model_name"] = self.served_name
+        for name in ("watermark_config", "watermark_key", "watermark_key_b"):
+            resolved[name] = "<redacted>"
+        log.info(f"server_args={resolved}")
         log.info(
             "[sim] SGLang simulator (speed x%g, seed %d%s); model %s matched catalog entry %r",
             options.speed,
