@@ -56,11 +56,12 @@ _AUTH_HEADER = re.compile(
 )
 _BEARER = re.compile(r"(\bBearer\s+)(?!\*\*\*)([A-Za-z0-9._~+/=-]{8,})")
 # api_key='VALUE', 'ssl_keyfile_password': 'VALUE', "access_token": "VALUE", HF_TOKEN=VALUE.
-# A count (`#token: 700`), None and a mask already there stay.
+# A count (`#token: 700`), None, a placeholder (`token=<your_token>`, '<redacted>') and a
+# mask already there stay.
 _NAMED_VALUE = re.compile(
     r"(?<![A-Za-z0-9_])([A-Za-z_][A-Za-z0-9_]*)(['\"]?\s*[:=]\s*['\"]?)"
-    r"(?!\*\*\*|<redacted>|(?:None|null|True|False|true|false|Bearer|Basic)\b)"
-    r"([^\s'\",}\)\]]+)"
+    r"(?!\*\*\*|<|(?:None|null|True|False|true|false|Bearer|Basic)\b)"
+    r"([^\s'\",}\)\]`]+)"
 )
 # Well-known token formats: OpenAI/Anthropic `sk-`, Hugging Face `hf_`, GitHub, GitLab,
 # Slack, AWS access key ids and JWTs.
