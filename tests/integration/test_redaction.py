@@ -307,3 +307,39 @@ def test_output_is_live_and_the_exit_is_recorded_despite_orphans(
     assert "last words" in log.read_text()
     assert proc.poll() is None  # still copying the orphan's output
     _wait_for(lambda: "orphan line" in log.read_text(), 10, "the orphan's line")
+
+
+def test_the_simulator_logs_server_args_as_real_sglang(tmp_path: Path) -> None:
+    """`server_args={...}`: the resolved dict, keys and ssl_keyfile_password in clear, the
+    watermark fields '<redacted>' (sglang 0.5.23 srt/entrypoints/engine.py:173-174, 1185;
+    srt/sampling/watermarking/core.py:25-27, 81-91). Run without a waiter: as SGLang prints it."""
+    import ast
+
+    log = tmp_path / "sim.log"
+    argv = [
+        *(sys.executable, "-m", "console.sim", "--model-path", "Qwen/Qwen3.6-27B"),
+        *("--port", str(free_port()), "--api-key", KEY, "--admin-api-k", "adm-1234"),
+        *("--ssl-keyfile-password", "pw-5678", "--watermark-config", '{"key": "wm-secret"}'),
+        *("--sim-speed", "0"),
+    ]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            argv, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        _wait_for(lambda: "] server_args={" in log.read_text(), 30, "the server_args line")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # the leader and its simulated ranks
+        proc.wait(10)
+    (line,) = [x for x in log.read_text().splitlines() if "] server_args={" in x]
+    resolved = ast.literal_eval(line.split("] server_args=", 1)[1])
+    assert isinstance(resolved, dict)
+    assert resolved["api_key"] == KEY
+    assert resolved["admin_api_key"] == "adm-1234"
+    assert resolved["ssl_keyfile_password"] == "pw-5678"
+    assert resolved["model_path"] == "Qwen/Qwen3.6-27B"
+    for name in ("watermark_config", "watermark_key", "watermark_key_b"):
+        assert resolved[name] == "<redacted>"
+    assert "wm-secret" not in log.read_text()
+    assert len(resolved) > 500  # every ServerArgs field, as resolved_dict gives them
