@@ -89,7 +89,7 @@ def main() -> None:
         killed = time.monotonic()
         while True:
             changes = watcher.poll()
-            if any(c.server_id == status.id and c.after.value == "failed" for c in changes):
+            if any(c.server_id == status.id and c.after == "failed" for c in changes):
                 crash_late.append(time.monotonic() - killed)
                 break
             time.sleep(0.25)

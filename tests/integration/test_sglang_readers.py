@@ -24,7 +24,6 @@ from console.telemetry.samples import ServerSample, SourceState, SourceStatus
 from console.telemetry.sglang_source import NO_METRICS_ROUTE, SglangSource
 from console.telemetry.store import TimeSeriesStore
 from tests.conftest import REPO, run_cli_subprocess
-from tests.integration.test_sim_sglang_http import sim_without_metrics
 from tests.simproc import QWEN, SMALL, running_sim
 
 DDTREE = [
@@ -54,7 +53,7 @@ async def _poll(url: str, times: int, gap: float) -> list[tuple[SourceStatus, Se
 
 
 def test_a_server_without_enable_metrics_reads_the_hint(tmp_path: Path):
-    with sim_without_metrics(SMALL, tmp_path) as sim:
+    with running_sim(SMALL, tmp_path, metrics=False) as sim:
         status, _ = asyncio.run(_poll(sim.url, 1, 0))[-1]
     assert status.state is SourceState.UNAVAILABLE
     assert status.reason == NO_METRICS_ROUTE
