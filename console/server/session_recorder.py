@@ -4,14 +4,18 @@ It records every poll (GPU, host, server metrics, source states), the server lis
 server's state changes, discrete events, and campaign progress (from a callback: runs are
 the bench layer's). Files go to the state dir's `recordings/`; the folder is kept under a
 size limit by deleting the oldest, and a session that outgrows a quarter of it continues
-in a new file.
+in a new file. The writer says how many bytes it is about to append before it does (at each
+flush and at close), and older files are deleted first, so the folder is never over the
+limit, not even between a write and the next poll.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +72,8 @@ class SessionRecorder:
         self._runs: list[dict[str, Any]] = []
         self._runs_at = 0.0
         self.files: list[Path] = []
-        self._others_bytes = 0
+        # Flushes come from the event loop and from worker threads (events).
+        self._prune_lock = threading.Lock()
 
     def _secrets(self) -> set[str]:
         names = {
@@ -90,22 +95,18 @@ class SessionRecorder:
             t0_mono=time.monotonic(),
             note=self.note,
         )
-        self.writer = RecordingWriter(path, head, self._secrets())
+        reserve = None if self.fixed_path is not None else partial(self._reserve, path)
+        self.writer = RecordingWriter(path, head, self._secrets(), reserve=reserve)
         self.path = path
         self.files.append(path)
         self._servers = ()
-        if self.fixed_path is None:
-            # Older files get what the file now starting may not use, so the folder
-            # stays within the limit while it grows.
-            self._prune(self.max_bytes - self.max_bytes // 4)
 
-    def _prune(self, budget: int) -> None:
-        """Delete the oldest files (never the current one) until the folder, current file
-        included, holds at most `budget` bytes; note what the others then hold."""
-        prune(self.folder, budget, keep=self.path)
-        self._others_bytes = sum(
-            p.stat().st_size for p in self.folder.glob(f"*{SUFFIX}") if p != self.path
-        )
+    def _reserve(self, path: Path, size: int) -> None:
+        """Room for `size` more bytes in `path`: delete the oldest other files until the
+        folder, `path` included, will hold at most the limit once they are written (a
+        limit smaller than the current file alone cannot be kept)."""
+        with self._prune_lock:
+            prune(self.folder, self.max_bytes - size, keep=path)
 
     def start(self) -> None:
         try:
@@ -139,20 +140,17 @@ class SessionRecorder:
                     self._runs = rows
                     writer.runs(now, rows)
             if self.fixed_path is None:
-                self._keep_within_limit(writer)
+                self._rotate_if_due(writer)
         except OSError as exc:
             self.error = f"recording stopped: {exc.strerror or exc}"
             self.close()
 
-    def _keep_within_limit(self, writer: RecordingWriter) -> None:
-        """Rotate before the current file would pass its quarter of the limit; should a
-        flush still take the folder past the limit, delete older files at once."""
-        pending = writer.size_bytes + writer.flush_growth
-        if pending > self.max_bytes // 4:
+    def _rotate_if_due(self, writer: RecordingWriter) -> None:
+        """Continue in a new file before the next flush would take this one past a quarter
+        of the limit (the limit itself is kept by `_reserve`, at every write)."""
+        if writer.size_bytes + writer.flush_growth > self.max_bytes // 4:
             writer.close()
             self._open()
-        elif self._others_bytes + pending > self.max_bytes:
-            self._prune(self.max_bytes - writer.flush_growth)
 
     def event(self, text: str) -> None:
         if self.writer is not None:

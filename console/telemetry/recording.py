@@ -17,13 +17,12 @@ damaged file up to the damage and says where it stopped.
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 import threading
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any
@@ -180,19 +179,36 @@ def header(
 
 
 class RecordingWriter:
-    """Appends frames to a recording; secrets are masked before anything is written."""
+    """Appends frames to a recording; secrets are masked before anything is written.
 
-    def __init__(self, path: Path, head: dict[str, Any], secrets: set[str] | None = None) -> None:
+    Compressed bytes reach the file only at a flush (every `FLUSH_EVERY_S`) and at close,
+    held in memory until then, and `reserve` (if given) is told how many are about to be
+    appended before they are: whoever keeps a folder under a size limit makes room first, so
+    the file never takes the folder past it, not even for an instant.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        head: dict[str, Any],
+        secrets: set[str] | None = None,
+        *,
+        reserve: Callable[[int], None] | None = None,
+    ) -> None:
         self.path = path
         self.t0 = float(head["t0_mono"])
         self.secrets = secrets or set()
+        self.reserve = reserve
         path.parent.mkdir(parents=True, exist_ok=True)
         self._raw: IO[bytes] = open(path, "wb")  # noqa: SIM115 - closed by close()
-        self._gzip = gzip.GzipFile(fileobj=self._raw, mode="wb", compresslevel=6)
+        # wbits 31: a gzip member (header, deflate stream, CRC and size trailer).
+        self._zlib = zlib.compressobj(6, zlib.DEFLATED, 31)
+        self._pending: list[bytes] = []
+        """Compressed bytes not yet in the file (the compressor emits whole blocks at times)."""
         self._flushed = time.monotonic()
         self.bytes_in = 0
         self.flush_growth = 0
-        """The most one flush has added to the file: what may still be pending in memory."""
+        """The most one flush has added to the file: about what the next one may add."""
         # Frames come from the event loop and events from worker threads.
         self._lock = threading.Lock()
         self._line(redact_json(head, self.secrets))
@@ -205,7 +221,9 @@ class RecordingWriter:
             if self._raw.closed:
                 return
             self.bytes_in += len(encoded)
-            self._gzip.write(encoded)
+            block = self._zlib.compress(encoded)
+            if block:
+                self._pending.append(block)
             if time.monotonic() - self._flushed >= FLUSH_EVERY_S:
                 self._flush()
 
@@ -234,24 +252,38 @@ class RecordingWriter:
     def flush(self) -> None:
         """Make everything written so far readable after a crash (a gzip sync point)."""
         with self._lock:
-            self._flush()
+            if not self._raw.closed:
+                self._flush()
 
     def _flush(self) -> None:
-        before = self._raw.tell()
-        self._gzip.flush()
-        self._raw.flush()
+        self._pending.append(self._zlib.flush(zlib.Z_SYNC_FLUSH))
         self._flushed = time.monotonic()
-        self.flush_growth = max(self.flush_growth, self._raw.tell() - before)
+        self.flush_growth = max(self.flush_growth, self._append())
+
+    def _append(self) -> int:
+        """Put the pending bytes in the file, `reserve` told first; how many there were."""
+        data = b"".join(self._pending)
+        if data:
+            if self.reserve is not None:
+                self.reserve(len(data))
+            self._raw.write(data)
+            self._raw.flush()
+        self._pending.clear()
+        return len(data)
 
     @property
     def size_bytes(self) -> int:
+        """What the file holds now."""
         return self._raw.tell()
 
     def close(self) -> None:
         with self._lock:
             if not self._raw.closed:
-                self._gzip.close()
-                self._raw.close()
+                try:
+                    self._pending.append(self._zlib.flush(zlib.Z_FINISH))
+                    self._append()
+                finally:
+                    self._raw.close()
 
 
 def _lines(path: Path) -> Iterator[tuple[bytes, str | None]]:
@@ -339,18 +371,25 @@ def read_recording(path: Path) -> Recording:
 
 
 def prune(folder: Path, max_bytes: int, keep: Path | None = None) -> list[Path]:
-    """Delete the oldest recordings until the folder holds at most `max_bytes` of them."""
+    """Delete the oldest recordings until the folder holds at most `max_bytes` of them
+    (`keep`, the file being written, is counted but never deleted)."""
     if not folder.is_dir():
         return []
-    files = sorted(folder.glob(f"*{SUFFIX}"), key=lambda p: p.stat().st_mtime)
-    total = sum(p.stat().st_size for p in files)
+    found = []
+    for path in folder.glob(f"*{SUFFIX}"):
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            continue
+        found.append((stat.st_mtime, path, stat.st_size))
+    found.sort(key=lambda item: item[0])
+    total = sum(size for _, _, size in found)
     removed = []
-    for path in files:
+    for _, path, size in found:
         if total <= max_bytes:
             break
         if keep is not None and path == keep:
             continue
-        size = path.stat().st_size
         path.unlink(missing_ok=True)
         total -= size
         removed.append(path)

@@ -156,20 +156,63 @@ def test_retention_deletes_the_oldest_and_keeps_the_current(tmp_path: Path):
     assert removed
 
 
+def test_the_writer_announces_every_byte_before_it_reaches_the_file(tmp_path: Path):
+    """The file grows only at a flush or at close, by exactly what `reserve` was told first
+    (a keeper of a size limit can make room before the folder is over it)."""
+    path = tmp_path / f"r{SUFFIX}"
+    announced: list[tuple[int, int]] = []
+    writer = RecordingWriter(
+        path,
+        header(demo=True, topology={}, interval_s=1.0, t0_mono=0.0),
+        reserve=lambda size: announced.append((path.stat().st_size, size)),
+    )
+    grown = [path.stat().st_size]
+    for i in range(3000):
+        status = SourceStatus("gpu:0", SourceState.OK, None, float(i), 0.001)
+        writer.poll(float(i), PollResult([gpu(float(i), float(i * 7 % 100))], [status]))
+        if path.stat().st_size != grown[-1]:
+            grown.append(path.stat().st_size)
+        if i % 1000 == 999:
+            writer.flush()
+            grown.append(path.stat().st_size)
+    writer.close()
+    grown.append(path.stat().st_size)
+    assert len(announced) >= 5
+    # Every size the file had was announced, from the empty file on, in order.
+    assert [before + size for before, size in announced] == grown
+    assert [before for before, _ in announced] == [0, *grown[:-1]]
+    assert read_recording(path).damage is None
+    assert len(read_recording(path).frames) == 3000
+
+
 async def test_the_session_recorder_rotates_and_stays_within_its_limit(monkeypatch, tmp_path: Path):
-    """8 GPUs polled every 20 ms: many rotations; the folder never outgrows the limit."""
+    """8 GPUs polled every 20 ms: many rotations; the folder never outgrows the limit, not at
+    a poll nor at any write (every one is checked as it is about to be made)."""
     monkeypatch.setattr(recording_module, "FLUSH_EVERY_S", 0.2)
     services = Services.create(demo=True)
     monitor = services.monitor(interval_s=0.02)
     limit = 48 * 1024
+    # A folder of its own, as the state dir's recordings/ is (tmp_path also holds the
+    # isolated XDG folders).
+    folder = tmp_path / "recordings"
     recorder = SessionRecorder(
-        monitor, tmp_path, demo=True, topology=services.topology(), max_bytes=limit
+        monitor, folder, demo=True, topology=services.topology(), max_bytes=limit
     )
+
+    def folder_bytes() -> int:
+        return sum(p.stat().st_size for p in folder.glob("*"))
+
+    writes: list[int] = []
+    reserve = SessionRecorder._reserve
+
+    def checked_reserve(self: SessionRecorder, path: Path, size: int) -> None:
+        reserve(self, path, size)
+        writes.append(folder_bytes() + size)
+
+    monkeypatch.setattr(SessionRecorder, "_reserve", checked_reserve)
     recorder.start()
     sizes: list[int] = []
-    monitor.poller.listeners.append(
-        lambda now, result: sizes.append(sum(p.stat().st_size for p in tmp_path.glob("*")))
-    )
+    monitor.poller.listeners.append(lambda now, result: sizes.append(folder_bytes()))
     await monitor.start()
     for _ in range(300):
         await asyncio.sleep(0.1)
@@ -177,11 +220,13 @@ async def test_the_session_recorder_rotates_and_stays_within_its_limit(monkeypat
             break
     await monitor.stop()
     recorder.close()
-    left = list(tmp_path.glob(f"*{SUFFIX}"))
+    left = list(folder.glob(f"*{SUFFIX}"))
     assert len(recorder.files) >= 6
     assert len(left) < len(recorder.files)
     assert recorder.files[0] not in left
     assert max(sizes) <= limit
+    assert max(writes) <= limit
+    assert max(writes) > limit * 3 // 4  # the folder did fill up: pruning was needed
     assert sum(p.stat().st_size for p in left) <= limit
     newest = read_recording(recorder.files[-1])
     assert newest.damage is None
