@@ -315,12 +315,15 @@ def test_a_crash_mid_level_fails_the_cell_and_the_campaign_goes_on(
     assert crashed["status"] == "failed"
     assert "CUDA error" in crashed["reason"]
     level = crashed["levels"][0]
-    # The four requests in flight when the server died are errors (the stream broke);
-    # nothing is lost or counted twice.
-    broken = sum(
-        n for kind, n in level["error_kinds"].items() if "broken" in kind or "disconnected" in kind
-    )
-    assert broken == 4, level["error_kinds"]
+    # The four requests streaming when the server died are errors (the stream broke); the
+    # ones sent after found the dying server still accepting (SGLang's leader logs and kills
+    # its tree before it exits: disconnected, reset) or gone (refused). Nothing is lost or counted
+    # twice.
+    kinds = level["error_kinds"]
+    broken = sum(n for kind, n in kinds.items() if kind.startswith("stream broken"))
+    assert broken == 4, kinds
+    later = [kind for kind in kinds if not kind.startswith("stream broken")]
+    assert all(k == "server disconnected" or k.startswith("connection") for k in later), kinds
     assert level["requests"] + level["errors"] == 8
     assert healthy["status"] == "done"
     assert healthy["levels"][0]["requests"] == 8
