@@ -194,9 +194,11 @@ def build(root: Path = ROOT, seed: int = 7) -> Path:
     plan_c = _plan(catalog, topology, "kimi-k2.6", "tp8", "eagle3", 30002, tuple(range(8)))
     oom = "CUDA out of memory: tried to allocate 3.50 GiB, GPU 3"
     (root / "logs" / f"{C}.log").write_text(
-        "[2026-11-29 18:00:01] server_args=ServerArgs(model_path='moonshotai/Kimi-K2.6', "
-        "tp_size=8, api_key='***')\n"
-        "[2026-11-29 18:00:02 TP0] Init torch distributed begin.\n"
+        # Lines as sglang 0.5.23 writes them (tests/fixtures/sglang-0.5.23/corpus.toml); the
+        # key is masked as ddconsole's waiter writes a managed server's log.
+        "[2026-11-29 18:00:01] server_args={'model_path': 'moonshotai/Kimi-K2.6', "
+        "'tp_size': 8, 'api_key': '***'}\n"
+        "[2026-11-29 18:00:02 TP0] Init parallel begin.\n"
         "[2026-11-29 18:00:09 TP0] Load weight begin. avail mem=94.50 GB\n"
         "[2026-11-29 18:00:41 TP3] Scheduler hit an exception: Traceback (most recent call "
         "last):\n"
