@@ -165,7 +165,7 @@ async def test_logs_put_the_failure_on_top_mask_secrets_and_search(scene_backend
         assert "FAILED" in reason
         assert "CUDA out of memory" in reason
         lines = list(screen.lines)  # type: ignore[attr-defined]
-        assert any("api_key='***'" in line for line in lines)
+        assert any("'api_key': '***'" in line for line in lines)
         await pilot.press("slash")
         await pilot.press(*"sigquit", "enter")
         await settle(pilot)
