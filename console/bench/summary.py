@@ -1,4 +1,4 @@
-"""Level and run summaries computed from a run's files, and the findings drawn from them.
+"""Level and run summaries computed from a run's files (findings come from `findings.py`).
 
 Every number is derived from `levels.jsonl`, `requests.jsonl` and `telemetry.jsonl`, so a
 summary can be rebuilt at any time (after a crash, on `--resume`, for `runs show`).
@@ -8,20 +8,13 @@ from __future__ import annotations
 
 import csv
 import io
-import itertools
 import math
 from collections import defaultdict
 from typing import Any
 
+from console.bench.findings import CellFacts, find_all
 from console.bench.rundir import RunDir
 from console.bench.stats import describe, mean
-
-HYBRID_CAUSE = (
-    "the model is hybrid (attention + GDN recurrent layers): the tree's sibling branches are "
-    "verified through the recurrent layers one after another, so a sibling sees the state its "
-    "elder sibling left instead of its parent's; wider trees add branches that cannot be "
-    "accepted"
-)
 
 
 def verify_tokens_per_step(cell: dict[str, Any]) -> int | None:
@@ -208,7 +201,7 @@ def summarize_run(run: RunDir) -> dict[str, Any]:
         "workload": meta.get("workload"),
         "cells": cells_out,
         "best": best_per_level(cells_out),
-        "findings": findings(cells_out),
+        "findings": [f.to_json() for f in find_all([CellFacts.from_json(c) for c in cells_out])],
     }
 
 
@@ -249,103 +242,6 @@ def best_per_level(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "output_tok_s": tok_s,
                 }
     return [best[k] for k in sorted(best, key=lambda k: (k[0] or 0, k[1] or 0))]
-
-
-def findings(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
-    groups: dict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
-    for cell in cells:
-        if (cell.get("algorithm") or "").upper() == "DDTREE" and cell.get("ddtree_budget"):
-            groups[(cell["profile"], cell["layout"])].append(cell)
-    for (profile, layout), group in groups.items():
-        group.sort(key=lambda c: int(c["ddtree_budget"]))
-        if len(group) < 2:
-            continue
-        levels = {lvl["concurrency"] for c in group for lvl in c["levels"]}
-        for concurrency in sorted(x for x in levels if x is not None):
-            points = []
-            for cell in group:
-                level = next(
-                    (
-                        lv
-                        for lv in cell["levels"]
-                        if lv["concurrency"] == concurrency
-                        and lv.get("accept_length")
-                        and lv.get("step_time_s")
-                    ),
-                    None,
-                )
-                if level is not None:
-                    points.append(
-                        (
-                            int(cell["ddtree_budget"]),
-                            level["accept_length"],
-                            level["step_time_s"],
-                            cell,
-                        )
-                    )
-            if len(points) < 2:
-                continue
-            first, last = points[0], points[-1]
-            accept_falls = last[1] < first[1] * 0.85 and all(
-                b[1] <= a[1] * 1.02 for a, b in itertools.pairwise(points)
-            )
-            step_flat = last[2] <= first[2] * 1.05
-            if not (accept_falls and step_flat):
-                continue
-            budgets = " -> ".join(str(p[0]) for p in points)
-            accepts = " -> ".join(f"{p[1]:.1f}" for p in points)
-            steps = " -> ".join(f"{p[2] * 1000:.0f}" for p in points)
-            message = (
-                f"{profile} {layout}, concurrency {concurrency}: acceptance collapses as "
-                f"the DDTree budget grows ({budgets}): accepted tokens per step "
-                f"{accepts}, while the step time does not rise ({steps} ms). The extra "
-                "tree nodes are verified but not accepted."
-            )
-            architecture = first[3].get("architecture")
-            if architecture == "hybrid-gdn":
-                message += f" Likely cause: {HYBRID_CAUSE}."
-            found.append(
-                {
-                    "kind": "acceptance-collapse",
-                    "profile": profile,
-                    "layout": layout,
-                    "concurrency": concurrency,
-                    "message": message,
-                    "cause": "hybrid-gdn-sibling-state" if architecture == "hybrid-gdn" else None,
-                }
-            )
-    for cell in cells:
-        for level in cell["levels"]:
-            mismatch = level.get("chunk_accept_mismatch")
-            if mismatch is not None and mismatch > 0.15:
-                found.append(
-                    {
-                        "kind": "chunk-accept-mismatch",
-                        "profile": cell["profile"],
-                        "layout": cell["layout"],
-                        "concurrency": level["concurrency"],
-                        "message": (
-                            f"{cell['profile']} {cell['layout']} {cell['variant']}: tokens "
-                            f"per streamed chunk ({level['tokens_per_chunk']:.2f}) differ "
-                            f"from the acceptance length ({level['accept_length']:.2f}) "
-                            f"by {mismatch:.0%}: check --stream-interval"
-                        ),
-                    }
-                )
-    for cell in cells:
-        if cell.get("status") == "failed":
-            found.append(
-                {
-                    "kind": "cell-failed",
-                    "profile": cell["profile"],
-                    "layout": cell["layout"],
-                    "variant": cell["variant"],
-                    "message": f"{cell['profile']} {cell['layout']} {cell['variant']} "
-                    f"failed: {cell.get('reason')}",
-                }
-            )
-    return found
 
 
 CSV_COLUMNS = (
