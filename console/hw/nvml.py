@@ -30,7 +30,8 @@ _CODE_GPU_IS_LOST = 15
 _CODE_LIBRARY_NOT_FOUND = 12
 _CODE_DRIVER_NOT_LOADED = 9
 
-# NVML_FI_DEV_PCIE_COUNT_TX_BYTES / _RX_BYTES: cumulative PCIe byte counters.
+# NVML_FI_DEV_PCIE_COUNT_TX_BYTES / _RX_BYTES: cumulative PCIe byte counters, read with
+# nvmlDeviceGetFieldValues (nvidia-ml-py 13.615.71 pynvml.py:765-766, 5004).
 FIELD_PCIE_TX_BYTES = 197
 FIELD_PCIE_RX_BYTES = 198
 
@@ -64,6 +65,8 @@ class NvmlBackend:
         self._handles: dict[int, Any] = {}
         self._static: dict[int, GpuStatic] = {}
         self._missing_functions: set[str] = set()
+        # Per device: True once its PCIe byte counters have answered, False when the first
+        # probe failed (never asked again), absent until probed.
         self._counter_fields_supported: dict[int, bool] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -151,6 +154,8 @@ class NvmlBackend:
         )
 
     def read(self, index: int, *, sample_pcie_throughput: bool = False) -> GpuReading:
+        """Read one GPU. `sample_pcie_throughput` allows the sampled PCIe call on this read; it
+        is made only when the device's byte counters do not answer."""
         handle = self._handle(index)
         try:
             return self._read(index, handle, sample_pcie_throughput)
@@ -178,8 +183,9 @@ class NvmlBackend:
         width = self._optional("nvmlDeviceGetCurrPcieLinkWidth", lambda f: int(f(handle)))
         tx_total, rx_total = self._pcie_counters(index, handle)
         tx_rate = rx_rate = None
-        if sample_pcie_throughput:
-            # Each call samples a counter for about 20 ms; callers ask only every Nth tick.
+        if sample_pcie_throughput and (tx_total is None or rx_total is None):
+            # Each call samples for about 20 ms, so it is made only for a device whose byte
+            # counters did not answer on this read; callers ask only every Nth tick.
             tx_rate = self._optional(
                 "nvmlDeviceGetPcieThroughput",
                 lambda f: float(f(handle, nvml.NVML_PCIE_UTIL_TX_BYTES)) * 1024.0,
@@ -274,14 +280,22 @@ class NvmlBackend:
         return tuple(cpus)
 
     def _pcie_counters(self, index: int, handle: Any) -> tuple[int | None, int | None]:
-        if self._counter_fields_supported.get(index) is False:
+        """The cumulative PCIe byte counters, or (None, None) when they do not answer.
+
+        Support is decided on a device's first read: a device whose first probe fails is not
+        asked again. A device whose counters have worked is asked on every read, so a failing
+        read falls back to the sampled call and a later good read ends the fallback.
+        """
+        supported = self._counter_fields_supported.get(index)
+        if supported is False:
             return None, None
         values = self._optional(
             "nvmlDeviceGetFieldValues",
             lambda f: f(handle, [FIELD_PCIE_TX_BYTES, FIELD_PCIE_RX_BYTES]),
         )
         if values is None or len(values) != 2 or any(v.nvmlReturn != 0 for v in values):
-            self._counter_fields_supported[index] = False
+            if supported is None:
+                self._counter_fields_supported[index] = False
             return None, None
         self._counter_fields_supported[index] = True
         return int(values[0].value.ullVal), int(values[1].value.ullVal)

@@ -1,8 +1,8 @@
 """GPU telemetry through console.hw: one executor call per tick reads every GPU.
 
-PCIe throughput comes from NVML's byte counters, rated here; where the driver lacks them,
-the sampled-throughput call (about 20 ms per read) is made only every Nth tick and its value
-held in between. Static facts (names, link maxima) are read once.
+PCIe throughput comes from NVML's byte counters, rated here. Every Nth tick the backend may
+make the sampled-throughput call (about 20 ms per device), and does so only for a device whose
+counters did not answer; that value is held in between. Static facts are read once.
 """
 
 from __future__ import annotations
@@ -124,7 +124,10 @@ class GpuSource:
             self._counters[index] = _Counters(
                 now, reading.pcie_tx_bytes_total, reading.pcie_rx_bytes_total
             )
+            self._sampled.pop(index, None)
         else:
+            # A baseline from before the counters stopped would average over the gap.
+            self._counters.pop(index, None)
             if reading.pcie_tx_bytes_s is not None or reading.pcie_rx_bytes_s is not None:
                 self._sampled[index] = (reading.pcie_tx_bytes_s, reading.pcie_rx_bytes_s)
             tx_rate, rx_rate = self._sampled.get(index, (None, None))

@@ -59,6 +59,7 @@ class FakeDevice:
     pcie_tx_total: int = 1_000_000
     pcie_rx_total: int = 2_000_000
     pcie_counters_supported: bool = True
+    """Whether the PCIe byte-counter fields answer; a test may flip it between reads."""
     pcie_tx_kbs: int = 1000
     pcie_rx_kbs: int = 2000
     throttle_mask: int = 0
@@ -69,6 +70,8 @@ class FakeDevice:
     """Function name -> NVML error code it raises on this device."""
     lost: bool = False
     hang_seconds: float = 0.0
+    calls: Counter[str] = field(default_factory=Counter)
+    """Function name -> calls made on this device (the module's `calls` sums all devices)."""
 
 
 class FakePynvml:
@@ -80,6 +83,9 @@ class FakePynvml:
     NVML_CLOCK_MEM = 2
     NVML_PCIE_UTIL_TX_BYTES = 0
     NVML_PCIE_UTIL_RX_BYTES = 1
+    # nvidia-ml-py 13.615.71 pynvml.py:765-766.
+    NVML_FI_DEV_PCIE_COUNT_TX_BYTES = 197
+    NVML_FI_DEV_PCIE_COUNT_RX_BYTES = 198
 
     def __init__(
         self,
@@ -120,6 +126,7 @@ class FakePynvml:
 
     def _enter(self, name: str, device: FakeDevice) -> None:
         self.calls[name] += 1
+        device.calls[name] += 1
         if device.hang_seconds:
             time.sleep(device.hang_seconds)
         if device.lost:
@@ -190,9 +197,16 @@ class FakePynvml:
 
     def nvmlDeviceGetFieldValues(self, device: FakeDevice, field_ids: list[int]) -> list[Any]:
         self._enter("nvmlDeviceGetFieldValues", device)
+        # Each value carries its own return code (c_nvmlFieldValue_t.nvmlReturn, nvidia-ml-py
+        # 13.615.71 pynvml.py:1544); the call itself raises only on its overall status (5016).
         values = []
         for field_id in field_ids:
-            value = device.pcie_tx_total if field_id == 197 else device.pcie_rx_total
+            if field_id == self.NVML_FI_DEV_PCIE_COUNT_TX_BYTES:
+                value = device.pcie_tx_total
+            elif field_id == self.NVML_FI_DEV_PCIE_COUNT_RX_BYTES:
+                value = device.pcie_rx_total
+            else:
+                raise AssertionError(f"the fake does not serve NVML field {field_id}")
             ret = 0 if device.pcie_counters_supported else NVML_ERROR_NOT_SUPPORTED
             values.append(
                 SimpleNamespace(

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import importlib
+from collections import Counter
+from typing import Any
+
 import pytest
 
 from console.hw.numa import read_numa_nodes
-from console.hw.nvml import NvmlBackend
+from console.hw.nvml import FIELD_PCIE_RX_BYTES, FIELD_PCIE_TX_BYTES, NvmlBackend
 from console.topology.discover import discover
 
 pytestmark = pytest.mark.gpu
@@ -94,3 +99,67 @@ def test_gpu_source_reads_every_field_through_console_hw():
         ):
             assert getattr(sample, field) is not None, field
         assert sample.throttle_reasons is not None
+
+
+class _CountingNvml:
+    """The real pynvml module, with a count of the calls made through it."""
+
+    def __init__(self) -> None:
+        self.module = importlib.import_module("pynvml")
+        self.calls: Counter[str] = Counter()
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self.module, name)
+        if not name.startswith("nvml") or not callable(value):
+            return value
+
+        def counted(*args: Any) -> Any:
+            self.calls[name] += 1
+            return value(*args)
+
+        return counted
+
+
+def _counters_answer(nvml: Any, index: int) -> bool:
+    """Whether this GPU's PCIe byte-counter fields answer, asked of NVML directly."""
+    handle = nvml.nvmlDeviceGetHandleByIndex(index)
+    try:
+        values = nvml.nvmlDeviceGetFieldValues(handle, [FIELD_PCIE_TX_BYTES, FIELD_PCIE_RX_BYTES])
+    except nvml.NVMLError:
+        return False
+    return all(value.nvmlReturn == 0 for value in values)
+
+
+def test_sampled_pcie_call_only_for_gpus_without_byte_counters():
+    """The ~20 ms nvmlDeviceGetPcieThroughput is made only where the byte counters fail."""
+    from console.telemetry.gpu_source import SAMPLED_PCIE_EVERY, GpuSource
+    from console.telemetry.samples import GpuSample
+
+    nvml = _CountingNvml()
+    ticks = 2 * SAMPLED_PCIE_EVERY + 1  # three ticks on which sampling is allowed
+
+    async def run() -> dict[int, GpuSample]:
+        source = GpuSource(NvmlBackend(nvml), interval_s=1.0, timeout_s=30.0)
+        latest: dict[int, GpuSample] = {}
+        try:
+            for tick in range(ticks):
+                result = await source.poll(float(tick))
+                latest.update({s.index: s for s in result.samples if isinstance(s, GpuSample)})
+        finally:
+            await source.close()
+        return latest
+
+    latest = asyncio.run(run())
+    nvml.module.nvmlInit()
+    try:
+        without = [i for i in latest if not _counters_answer(nvml.module, i)]
+    finally:
+        nvml.module.nvmlShutdown()
+    assert latest
+    # TX and RX once per allowed tick, and only for the GPUs whose counters do not answer.
+    assert nvml.calls["nvmlDeviceGetPcieThroughput"] <= 2 * 3 * len(without)
+    if without:
+        assert nvml.calls["nvmlDeviceGetPcieThroughput"] > 0
+    for sample in latest.values():
+        assert sample.pcie_tx_bytes_s is not None
+        assert sample.pcie_rx_bytes_s is not None

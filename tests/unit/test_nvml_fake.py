@@ -1,14 +1,19 @@
-"""The real NVML backend driven by a fake pynvml module: fields, units, failures."""
+"""The real NVML backend driven by a fake pynvml module: fields, units, failures, and the
+GPU source's use of the sampled PCIe call."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Callable
 
 import pytest
 
 from console.hw.backend import GpuDeviceError, GpuUnavailable
 from console.hw.numa import NumaNodeInfo
 from console.hw.nvml import NvmlBackend, throttle_names
+from console.telemetry.gpu_source import SAMPLED_PCIE_EVERY, GpuSource
+from console.telemetry.samples import GpuSample
 from console.topology.discover import discover
 from tests.fakes.fake_pynvml import (
     NVML_ERROR_DRIVER_NOT_LOADED,
@@ -26,7 +31,7 @@ TWO_NODES = (
 
 
 def test_reading_converts_units():
-    fake = FakePynvml([FakeDevice(power_mw=312_500, pcie_tx_kbs=4, throttle_mask=0x4 | 0x40)])
+    fake = FakePynvml([FakeDevice(power_mw=312_500, throttle_mask=0x4 | 0x40)])
     backend = NvmlBackend(fake)
     reading = backend.read(0, sample_pcie_throughput=True)
     assert reading.power_w == pytest.approx(312.5)
@@ -40,14 +45,29 @@ def test_reading_converts_units():
     assert reading.pcie_width_current == 16
     assert reading.pcie_tx_bytes_total == 1_000_000
     assert reading.pcie_rx_bytes_total == 2_000_000
-    assert reading.pcie_tx_bytes_s == 4096.0  # KB/s -> bytes/s
     assert reading.throttle_reasons == ("sw_power_cap", "hw_thermal")
+
+
+def test_sampled_throughput_converts_kb_to_bytes():
+    fake = FakePynvml([FakeDevice(pcie_counters_supported=False, pcie_tx_kbs=4, pcie_rx_kbs=8)])
+    reading = NvmlBackend(fake).read(0, sample_pcie_throughput=True)
+    assert reading.pcie_tx_bytes_total is None
+    assert reading.pcie_tx_bytes_s == 4096.0  # KB/s -> bytes/s
+    assert reading.pcie_rx_bytes_s == 8192.0
 
 
 def test_sampled_throughput_only_when_asked():
     fake = FakePynvml([FakeDevice()])
     backend = NvmlBackend(fake)
     reading = backend.read(0)
+    assert reading.pcie_tx_bytes_s is None
+    assert fake.calls["nvmlDeviceGetPcieThroughput"] == 0
+
+
+def test_sampled_throughput_skipped_while_counters_answer():
+    fake = FakePynvml([FakeDevice()])
+    reading = NvmlBackend(fake).read(0, sample_pcie_throughput=True)
+    assert reading.pcie_tx_bytes_total == 1_000_000
     assert reading.pcie_tx_bytes_s is None
     assert fake.calls["nvmlDeviceGetPcieThroughput"] == 0
 
@@ -60,6 +80,86 @@ def test_counter_fields_unsupported_are_not_asked_again():
     assert first.pcie_tx_bytes_total is None
     assert second.pcie_rx_bytes_total is None
     assert fake.calls["nvmlDeviceGetFieldValues"] == 1
+
+
+def _poll_gpu_source(
+    fake: FakePynvml, ticks: int, before_tick: Callable[[int], None] | None = None
+) -> list[dict[int, GpuSample]]:
+    """Poll a GpuSource over NVML on a synthetic one-second clock; each tick's samples by GPU.
+
+    `before_tick(tick)` may change the fake devices before that tick's read.
+    """
+
+    async def run() -> list[dict[int, GpuSample]]:
+        # A generous deadline: a loaded machine must not turn a tick into a stall.
+        source = GpuSource(NvmlBackend(fake), interval_s=1.0, timeout_s=30.0)
+        ticks_seen: list[dict[int, GpuSample]] = []
+        try:
+            for tick in range(ticks):
+                if before_tick is not None:
+                    before_tick(tick)
+                for device in fake.devices:
+                    device.pcie_tx_total += 1_000 * tick
+                    device.pcie_rx_total += 3_000 * tick
+                result = await source.poll(float(tick))
+                ticks_seen.append({s.index: s for s in result.samples if isinstance(s, GpuSample)})
+        finally:
+            await source.close()
+        return ticks_seen
+
+    return asyncio.run(run())
+
+
+def test_gpu_source_makes_no_sampled_call_when_counters_work():
+    fake = FakePynvml([FakeDevice(), FakeDevice()])
+    ticks = 2 * SAMPLED_PCIE_EVERY + 1  # three ticks on which sampling is allowed
+    samples = _poll_gpu_source(fake, ticks)
+    assert fake.calls["nvmlDeviceGetPcieThroughput"] == 0
+    last = ticks - 1
+    for index in (0, 1):
+        # Rated from the counters: tick N adds 1000*N bytes sent over one second.
+        assert samples[last][index].pcie_tx_bytes_s == pytest.approx(1_000 * last)
+        assert samples[last][index].pcie_rx_bytes_s == pytest.approx(3_000 * last)
+
+
+def test_gpu_source_samples_only_the_device_without_counters():
+    fake = FakePynvml([FakeDevice(), FakeDevice(pcie_counters_supported=False)])
+    ticks = 2 * SAMPLED_PCIE_EVERY + 1
+    samples = _poll_gpu_source(fake, ticks)
+    with_counters, without = fake.devices
+    assert with_counters.calls["nvmlDeviceGetPcieThroughput"] == 0
+    # TX and RX on each allowed tick (0, N, 2N); the counters were probed once.
+    assert without.calls["nvmlDeviceGetPcieThroughput"] == 2 * 3
+    assert without.calls["nvmlDeviceGetFieldValues"] == 1
+    assert with_counters.calls["nvmlDeviceGetFieldValues"] == ticks
+    # The sampled value (KB/s) is held between the ticks that sample it.
+    assert all(tick[1].pcie_tx_bytes_s == 1000 * 1024.0 for tick in samples)
+    assert all(tick[1].pcie_rx_bytes_s == 2000 * 1024.0 for tick in samples)
+
+
+def test_gpu_source_counters_that_start_failing_fall_back_then_recover():
+    fake = FakePynvml([FakeDevice()])
+    device = fake.devices[0]
+    every = SAMPLED_PCIE_EVERY
+    fail_from, fail_until = every - 1, 2 * every + 1  # failing on ticks N-1 .. 2N
+
+    def before_tick(tick: int) -> None:
+        device.pcie_counters_supported = not fail_from <= tick <= fail_until
+
+    samples = _poll_gpu_source(fake, 3 * every + 1, before_tick)
+    # Sampled only on the allowed ticks inside the failure (N and 2N), TX and RX each.
+    assert device.calls["nvmlDeviceGetPcieThroughput"] == 2 * 2
+    # Re-checked on every read once they had worked, so the recovery is seen.
+    assert device.calls["nvmlDeviceGetFieldValues"] == 3 * every + 1
+    rates = [tick[0].pcie_tx_bytes_s for tick in samples]
+    assert rates[0] is None  # one counter reading is not yet a rate
+    assert rates[1] == pytest.approx(1_000)
+    assert rates[fail_from] is None  # failing, and no allowed tick yet
+    assert rates[every] == 1000 * 1024.0
+    assert rates[fail_until] == 1000 * 1024.0  # held
+    assert rates[fail_until + 1] is None  # a fresh counter baseline, not the gap's average
+    assert rates[fail_until + 2] == pytest.approx(1_000 * (fail_until + 2))
+    assert rates[-1] == pytest.approx(1_000 * (3 * every))
 
 
 def test_unsupported_field_is_none_not_an_error():
