@@ -38,6 +38,10 @@ HYBRID_CAUSE = (
     "accepted"
 )
 
+# A finding's `summary.json` object: the serialisation boundary, not run data passed between
+# modules (those pass the typed findings below).
+FindingJson = dict[str, Any]
+
 FindingKind = Literal["acceptance-collapse", "chunk-accept-mismatch", "cell-failed"]
 
 
@@ -114,7 +118,7 @@ class AcceptanceCollapse:
     message: str
     cause: Literal["hybrid-gdn-sibling-state"] | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> FindingJson:
         return {
             "kind": self.kind,
             "profile": self.profile,
@@ -135,7 +139,7 @@ class ChunkAcceptMismatch:
     concurrency: int | None
     message: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> FindingJson:
         return {
             "kind": self.kind,
             "profile": self.profile,
@@ -155,7 +159,7 @@ class CellFailed:
     variant: str | None
     message: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> FindingJson:
         return {
             "kind": self.kind,
             "profile": self.profile,
