@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import gc
 import importlib
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
+from functools import partial
 from typing import ClassVar
 
 from rich.text import Text
@@ -32,22 +33,29 @@ MODE_KEYS = (
 REPLAY_SEEK_S = 10.0
 
 
-def _screen(module: str, name: str) -> Screen[None]:
-    """A mode's screen, imported when the mode is first shown (a faster first frame)."""
-    screen: Screen[None] = getattr(importlib.import_module(f"console.tui.screens.{module}"), name)()
-    return screen
+MODE_SCREENS = {
+    "dashboard": ("dashboard", "DashboardScreen"),
+    "servers": ("servers", "ServersScreen"),
+    "bench": ("bench", "BenchScreen"),
+    "runs": ("runs", "RunsScreen"),
+    "logs": ("logs", "LogsScreen"),
+    "topology": ("topology", "TopologyScreen"),
+}
+"""Each mode's screen class, as (module under console.tui.screens, class name)."""
+
+
+def _screen(mode: str, backend: Backend) -> ConsoleScreen:
+    """A mode's screen over the backend, imported when the mode is first shown (a faster
+    first frame)."""
+    module, name = MODE_SCREENS[mode]
+    screen_class: type[ConsoleScreen] = getattr(
+        importlib.import_module(f"console.tui.screens.{module}"), name
+    )
+    return screen_class(backend)
 
 
 class ConsoleApp(App[None]):
     TITLE = "ddconsole"
-    MODES: ClassVar[dict[str, Callable[[], Screen[None]]]] = {  # type: ignore[assignment]
-        "dashboard": lambda: _screen("dashboard", "DashboardScreen"),
-        "servers": lambda: _screen("servers", "ServersScreen"),
-        "bench": lambda: _screen("bench", "BenchScreen"),
-        "runs": lambda: _screen("runs", "RunsScreen"),
-        "logs": lambda: _screen("logs", "LogsScreen"),
-        "topology": lambda: _screen("topology", "TopologyScreen"),
-    }
     BINDINGS: ClassVar[list[BindingType]] = [
         *[Binding(key, f"mode('{mode}')", title, show=False) for key, mode, title, _ in MODE_KEYS],
         Binding("question_mark", "help", "Help", key_display="?"),
@@ -70,6 +78,10 @@ class ConsoleApp(App[None]):
     ) -> None:
         super().__init__()
         self.backend = backend
+        # Each mode's screen is built with the backend it shows (Textual's MODES holds
+        # factories without arguments, so the modes are added per instance).
+        for name in MODE_SCREENS:
+            self.add_mode(name, partial(_screen, name, backend))
         self.warm_up = warm_up
         """A long session: once the data flows, build every mode's screen unseen and
         freeze the start-up objects out of the garbage collector."""
@@ -117,7 +129,7 @@ class ConsoleApp(App[None]):
             mounts = []
             shown = self.current_mode
             with self.batch_update():
-                for mode in self.MODES:
+                for mode in MODE_SCREENS:
                     if mode != shown:
                         mounts.append(self.switch_mode(mode))
                         self.switch_mode(shown)
@@ -153,6 +165,9 @@ class ConsoleApp(App[None]):
         if self.current_mode != mode:
             await self.switch_mode(mode)
         self._shown = (self.backend.version(), id(self.screen))
+
+    def on_console_screen_show_logs(self, message: ConsoleScreen.ShowLogs) -> None:
+        self.show_logs(message.server_id)
 
     def show_logs(self, server_id: str) -> None:
         async def go() -> None:

@@ -10,7 +10,7 @@ from rich.console import Console
 from textual.widgets import DataTable, Static
 
 from console.bench.listing import RunRow
-from console.tui.app import ConsoleApp
+from console.tui.app import MODE_SCREENS, ConsoleApp
 from console.tui.screens.bench import BenchScreen
 from console.tui.screens.launch import LaunchScreen
 from console.tui.screens.modals import HelpScreen
@@ -104,10 +104,10 @@ async def test_warm_up_builds_every_screen_without_leaving_the_one_shown(scene_b
     async with app.run_test(size=(120, 40)) as pilot:
         for _ in range(50):
             await pilot.pause(0.1)
-            if app.built_modes == set(ConsoleApp.MODES) - {"dashboard"}:
+            if app.built_modes == set(MODE_SCREENS) - {"dashboard"}:
                 break
         await app.workers.wait_for_complete()
-        assert app.built_modes == set(ConsoleApp.MODES) - {"dashboard"}
+        assert app.built_modes == set(MODE_SCREENS) - {"dashboard"}
         assert app.current_mode == "dashboard"
         assert app.screen.TITLE == "Dashboard"
         await pilot.press("t")

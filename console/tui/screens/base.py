@@ -2,35 +2,35 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
-
 from textual.app import ComposeResult
+from textual.message import Message
 from textual.screen import Screen
 
+from console.tui.backend import Backend
 from console.tui.widgets.keybar import KeyBar
 from console.tui.widgets.topbar import TopBar
 
-if TYPE_CHECKING:
-    from console.tui.app import ConsoleApp
-    from console.tui.backend import Backend
-
 
 class ConsoleScreen(Screen[None]):
-    """A mode screen. The app calls `refresh_data` when the backend's version moved while
-    the screen is shown, and when the screen is shown again."""
+    """A mode screen over the backend it is given. The app calls `refresh_data` when the
+    backend's version moved while the screen is shown, and when the screen is shown again."""
 
     TITLE = "screen"
 
-    @property
-    def console(self) -> ConsoleApp:
-        return cast("ConsoleApp", self.app)
+    class ShowLogs(Message):
+        """Asks the app to show a server's log: the screen names the server, the app owns
+        the modes."""
 
-    @property
-    def backend(self) -> Backend:
-        return self.console.backend
+        def __init__(self, server_id: str) -> None:
+            super().__init__()
+            self.server_id = server_id
+
+    def __init__(self, backend: Backend) -> None:
+        super().__init__()
+        self.backend = backend
 
     def compose(self) -> ComposeResult:
-        yield TopBar(self.TITLE)
+        yield TopBar(self.TITLE, self.backend)
         yield from self.compose_body()
         yield KeyBar()
 

@@ -21,7 +21,7 @@ from console.bench.listing import RunRow, list_runs
 from console.bench.rundir import RunDir
 from console.bench.summary import summarize_run
 from console.bench.tables import SUMMARY_HEADERS, summary_rows
-from console.tui.backend import ActionRefused, BenchRequest
+from console.tui.backend import ActionRefused, Backend, BenchRequest
 from console.tui.screens.base import ConsoleScreen
 from console.tui.screens.cells import CellsChoice, CellsScreen, parse_positive_ints
 from console.tui.screens.modals import ConfirmScreen
@@ -79,8 +79,8 @@ class BenchScreen(ConsoleScreen):
         Binding("D", "demo", "Demo campaign"),
     ]
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, backend: Backend) -> None:
+        super().__init__(backend)
         self.runs: list[RunRow] = []
         self._listed_at = 0.0
         self._targets: list[str] = []
@@ -309,7 +309,7 @@ class BenchScreen(ConsoleScreen):
             path.write_text(cells_toml(choice))
             self._start(lambda: self.backend.start_campaign(path), "campaign of chosen cells")
 
-        self.app.push_screen(CellsScreen(), chosen)
+        self.app.push_screen(CellsScreen(self.backend.catalog), chosen)
 
     def action_demo(self) -> None:
         if self._read_only():

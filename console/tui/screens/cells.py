@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, cast
+from typing import ClassVar, cast
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -11,8 +11,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, SelectionList, Static
 
-if TYPE_CHECKING:
-    from console.tui.app import ConsoleApp
+from console.profiles.loader import ProfileCatalog
 
 
 @dataclass(frozen=True)
@@ -51,8 +50,13 @@ class CellsScreen(ModalScreen[CellsChoice | None]):
         Binding("escape", "cancel", "Cancel"),
     ]
 
+    def __init__(self, catalog: ProfileCatalog) -> None:
+        super().__init__()
+        self.catalog = catalog
+        """The profiles whose layouts and variants make the cells offered."""
+
     def compose(self) -> ComposeResult:
-        catalog = cast("ConsoleApp", self.app).backend.catalog
+        catalog = self.catalog
         cells: list[tuple[str, str]] = []
         for name in catalog.names():
             try:

@@ -10,6 +10,7 @@ from textual.containers import Grid, VerticalScroll
 
 from console.core.units import pcie_link_bytes_s
 from console.telemetry.samples import GpuSample
+from console.tui.backend import Backend
 from console.tui.screens.base import ConsoleScreen
 from console.tui.views import ServerView
 from console.tui.widgets.chart import Line, TimeChart
@@ -48,8 +49,8 @@ class DashboardScreen(ConsoleScreen):
         Binding("minus", "zoom(1)", "Zoom out", key_display="-"),
     ]
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, backend: Backend) -> None:
+        super().__init__(backend)
         self.focused_server: str | None = None
         self.window_s: float = 300
         self._charts_at: float | None = None

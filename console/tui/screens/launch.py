@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, cast
+from typing import ClassVar
 
 from rich.console import Group
 from rich.table import Table
@@ -24,10 +24,7 @@ from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
 from console.topology.placement import Plan
-from console.tui.backend import ActionRefused
-
-if TYPE_CHECKING:
-    from console.tui.app import ConsoleApp
+from console.tui.backend import ActionRefused, Backend
 
 PREFERRED_PROFILE = "qwen3.6-27b"
 
@@ -83,20 +80,19 @@ class LaunchScreen(ModalScreen[LaunchChoice | None]):
         Binding("right", "move(1)", "Next list", show=False),
     ]
 
-    def __init__(self, *, title: str = "Launch a server", replacing: str | None = None) -> None:
+    def __init__(
+        self, backend: Backend, *, title: str = "Launch a server", replacing: str | None = None
+    ) -> None:
         super().__init__()
+        self.backend = backend
         self.title_text = title
         self.replacing = replacing
         self.plan: Plan | None = None
         self.error: str | None = None
         self.flag_result: str | None = None
 
-    @property
-    def console(self) -> ConsoleApp:
-        return cast("ConsoleApp", self.app)
-
     def compose(self) -> ComposeResult:
-        catalog = self.console.backend.catalog
+        catalog = self.backend.catalog
         names = catalog.names()
         with Vertical():
             yield Static(self.title_text, classes="title")
@@ -110,7 +106,7 @@ class LaunchScreen(ModalScreen[LaunchChoice | None]):
 
     def on_mount(self) -> None:
         profiles = self.query_one("#profile", OptionList)
-        names = self.console.backend.catalog.names()
+        names = self.backend.catalog.names()
         if names:
             profiles.highlighted = (
                 names.index(PREFERRED_PROFILE) if PREFERRED_PROFILE in names else 0
@@ -133,7 +129,7 @@ class LaunchScreen(ModalScreen[LaunchChoice | None]):
         if name is None:
             return
         try:
-            profile = self.console.backend.catalog.get(name).profile
+            profile = self.backend.catalog.get(name).profile
         except Exception as exc:  # a bad user profile: say so, keep the dialog usable
             self._show_error(getattr(exc, "message", str(exc)))
             return
@@ -171,16 +167,15 @@ class LaunchScreen(ModalScreen[LaunchChoice | None]):
 
     @work(thread=True, exclusive=True, group="plan")
     def _make_plan(self, profile: str, layout: str, variant: str) -> None:
-        backend = self.console.backend
         try:
-            plan = backend.plan(profile, layout, variant, replacing=self.replacing)
+            plan = self.backend.plan(profile, layout, variant, replacing=self.replacing)
         except ActionRefused as exc:
             self.app.call_from_thread(self._show_error, exc.message)
             return
         if get_current_worker().is_cancelled:
             return
         self.app.call_from_thread(self._show_plan, plan, None)
-        check = backend.flag_check(plan)
+        check = self.backend.flag_check(plan)
         if not get_current_worker().is_cancelled:
             self.app.call_from_thread(self._show_plan, plan, check)
 

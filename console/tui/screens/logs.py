@@ -20,6 +20,7 @@ from console.core.redact import redact_text, secret_values
 from console.server.classify import is_error_line
 from console.server.diagnose import Diagnosis, diagnose_file
 from console.server.milestones import LogFollower, tail_lines
+from console.tui.backend import Backend
 from console.tui.screens.base import ConsoleScreen
 from console.tui.screens.modals import PromptScreen
 from console.tui.views import ServerView
@@ -45,8 +46,8 @@ class LogsScreen(ConsoleScreen):
         Binding("d", "failure_line", "Failure line"),
     ]
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, backend: Backend) -> None:
+        super().__init__(backend)
         self.server_id: str | None = None
         self.follow = True
         self.lines: deque[str] = deque(maxlen=MAX_LINES)

@@ -16,6 +16,7 @@ from console.bench.compare import compare_runs
 from console.bench.listing import RunRow, list_runs
 from console.bench.rundir import RunDir
 from console.bench.summary import summarize_run
+from console.tui.backend import Backend
 from console.tui.screens.base import ConsoleScreen
 from console.tui.widgets.filled_table import fill_table
 from console.tui.widgets.run_tables import compare_view, summary_view
@@ -38,8 +39,8 @@ class RunsScreen(ConsoleScreen):
         Binding("ctrl+r", "reload", "Reload"),
     ]
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, backend: Backend) -> None:
+        super().__init__(backend)
         self.rows: list[RunRow] = []
         self.marked: str | None = None
         self.shown: str | None = None

@@ -184,7 +184,7 @@ class ServersScreen(ConsoleScreen):
             if choice is not None:
                 self._launch(choice)
 
-        self.app.push_screen(LaunchScreen(), chosen)
+        self.app.push_screen(LaunchScreen(self.backend), chosen)
 
     def action_switch(self) -> None:
         if self._refused():
@@ -221,7 +221,7 @@ class ServersScreen(ConsoleScreen):
             )
 
         self.app.push_screen(
-            LaunchScreen(title=f"Switch {server.id} to…", replacing=server.id), chosen
+            LaunchScreen(self.backend, title=f"Switch {server.id} to…", replacing=server.id), chosen
         )
 
     def action_stop(self) -> None:
@@ -270,7 +270,7 @@ class ServersScreen(ConsoleScreen):
         if server is not None and server.external:
             self.notify(f"{server.id} is external: ddconsole has no log of it", severity="warning")
         elif server is not None:
-            self.console.show_logs(server.id)
+            self.post_message(self.ShowLogs(server.id))
 
     # -- workers -------------------------------------------------------------------------
 

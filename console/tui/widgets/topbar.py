@@ -6,6 +6,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from console.core.units import format_duration
+from console.tui.backend import Backend
 
 SCREEN_KEYS = "d s b r l t ? q"
 
@@ -15,23 +16,24 @@ class TopBar(Static):
     TopBar { dock: top; height: 1; background: $panel; color: $text; }
     """
 
-    def __init__(self, screen_name: str) -> None:
+    def __init__(self, screen_name: str, backend: Backend) -> None:
         super().__init__()
         self.screen_name = screen_name
+        self.backend = backend
+        """What the badges read: demo mode, the replay's position and its damage note."""
 
     def on_mount(self) -> None:
         self.update_bar()
 
     def update_bar(self, note: str | None = None) -> None:
-        backend = getattr(self.app, "backend", None)
         text = Text.assemble((" ddconsole ", "bold"), (f" {self.screen_name} ", "reverse"))
-        replay_note = backend.replay.message if backend is not None and backend.replay else None
+        replay = self.backend.replay
+        replay_note = replay.message if replay is not None else None
         if replay_note:
             text.append(f"  {replay_note}", style="bold red")
         if note:
             text.append(f"  {note}", style="italic")
         right = Text()
-        replay = backend.replay if backend is not None else None
         if replay is not None:
             state = "▶" if replay.playing else "⏸"
             right.append(
@@ -40,7 +42,7 @@ class TopBar(Static):
                 style="bold black on cyan",
             )
             right.append(" ")
-        if backend is not None and backend.demo:
+        if self.backend.demo:
             right.append(" DEMO ", style="bold black on yellow")
             right.append(" ")
         right.append(SCREEN_KEYS, style="dim")
