@@ -74,7 +74,7 @@ async def test_the_servers_screen_asks_the_app_for_a_servers_log(
         assert servers.query_one("#list", DataTable).row_count == 3
         await pilot.press("down")
         await settle(pilot)
-        servers.action_logs()
+        await pilot.press("enter")
         await settle(pilot)
         assert app.current_mode == "logs"
         assert isinstance(app.screen, LogsScreen)

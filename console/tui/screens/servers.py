@@ -146,6 +146,12 @@ class ServersScreen(ConsoleScreen):
     def on_data_table_row_highlighted(self) -> None:
         self._show_detail()
 
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """`enter` on the focused list: the table takes the key itself and reports it as a
+        selected row, so the screen's own `enter` binding never fires."""
+        if event.data_table.id == "list":
+            self.action_logs()
+
     def _show_detail(self) -> None:
         server = self.selected()
         detail = self.query_one("#detail-text", Static)
