@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, Literal
 
 # Acceptance collapse: the largest budget's acceptance is below 85% of the smallest budget's,
@@ -43,6 +43,12 @@ HYBRID_CAUSE = (
 FindingJson = dict[str, Any]
 
 FindingKind = Literal["acceptance-collapse", "chunk-accept-mismatch", "cell-failed"]
+
+
+def _finding_json(finding: AcceptanceCollapse | ChunkAcceptMismatch | CellFailed) -> FindingJson:
+    """`kind` first, then the fields in their declared order: the keys and order
+    `summary.json` has always had (tests/unit/test_summary_golden.py)."""
+    return {"kind": finding.kind, **asdict(finding)}
 
 
 def _opt_int(value: Any) -> int | None:
@@ -119,14 +125,7 @@ class AcceptanceCollapse:
     cause: Literal["hybrid-gdn-sibling-state"] | None = None
 
     def to_json(self) -> FindingJson:
-        return {
-            "kind": self.kind,
-            "profile": self.profile,
-            "layout": self.layout,
-            "concurrency": self.concurrency,
-            "message": self.message,
-            "cause": self.cause,
-        }
+        return _finding_json(self)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -140,13 +139,7 @@ class ChunkAcceptMismatch:
     message: str
 
     def to_json(self) -> FindingJson:
-        return {
-            "kind": self.kind,
-            "profile": self.profile,
-            "layout": self.layout,
-            "concurrency": self.concurrency,
-            "message": self.message,
-        }
+        return _finding_json(self)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -160,13 +153,7 @@ class CellFailed:
     message: str
 
     def to_json(self) -> FindingJson:
-        return {
-            "kind": self.kind,
-            "profile": self.profile,
-            "layout": self.layout,
-            "variant": self.variant,
-            "message": self.message,
-        }
+        return _finding_json(self)
 
 
 Finding = AcceptanceCollapse | ChunkAcceptMismatch | CellFailed
