@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import os
+import re
+import socket
 import subprocess
 import sys
+import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from console.core.net import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 # Captured before any fixture repoints XDG folders: where the sglang venv is cached.
@@ -31,6 +37,71 @@ def user_profiles(isolated_dirs: Path) -> Path:
     folder = isolated_dirs / "xdg_config_home" / "ddconsole" / "profiles"
     folder.mkdir(parents=True)
     return folder
+
+
+SGLANG_DEFAULT_PORT = 30000
+"""SGLang's HTTP port when argv names none (sglang 0.5.23 srt/arg_groups/arg_utils.py:24)."""
+
+_SERVER_PORT = re.compile(r"(?m)^(port\s*=\s*)\d+[ \t]*$")
+
+
+def shipped_profile_names() -> list[str]:
+    return sorted(path.stem for path in (REPO / "profiles").glob("*.toml"))
+
+
+def fixed_ports() -> set[int]:
+    """The ports a launch takes when nothing overrides them: the shipped profiles' own and
+    SGLang's default. Tests never launch on these (a real SGLang host or CI may hold them)."""
+    ports = {SGLANG_DEFAULT_PORT}
+    for name in shipped_profile_names():
+        raw = tomllib.loads((REPO / "profiles" / f"{name}.toml").read_text(encoding="utf-8"))
+        ports.add(int(raw["server"]["port"]))
+    return ports
+
+
+def shipped_profile_on_port(name: str, port: int | None = None) -> str:
+    """The shipped profile `name` as TOML text, listening on `port` (a free one by default):
+    what a user writes to `$XDG_CONFIG_HOME/ddconsole/profiles/NAME.toml` to move a profile
+    off a port that another server holds."""
+    text = (REPO / "profiles" / f"{name}.toml").read_text(encoding="utf-8")
+    chosen = free_port() if port is None else port
+    moved, count = _SERVER_PORT.subn(rf"\g<1>{chosen}", text)
+    if count != 1 or tomllib.loads(moved)["server"]["port"] != chosen:
+        raise AssertionError(f"profiles/{name}.toml: expected one `port = N` line in [server]")
+    return moved
+
+
+@pytest.fixture
+def free_port_profiles(user_profiles: Path) -> dict[str, int]:
+    """User overrides of every shipped profile, identical but for a free port each; returns
+    profile name -> port. A test launching a shipped profile without `--port` (a campaign,
+    the TUI's launch dialog, `up` as an operator types it) uses this fixture."""
+    ports: dict[str, int] = {}
+    for name in shipped_profile_names():
+        text = shipped_profile_on_port(name)
+        ports[name] = int(tomllib.loads(text)["server"]["port"])
+        (user_profiles / f"{name}.toml").write_text(text, encoding="utf-8")
+    return ports
+
+
+@pytest.fixture(scope="session", autouse=True)
+def hold_fixed_ports() -> Iterator[list[int]]:
+    """Listen on the fixed ports for the whole session, as a real SGLang server on this host
+    would, so a test that launches on one fails here and not only on a busy machine. A port
+    another process (or another xdist worker) already holds is left as it is."""
+    held: list[socket.socket] = []
+    for port in sorted(fixed_ports()):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.bind(("127.0.0.1", port))
+            sock.listen()
+        except OSError:
+            sock.close()
+            continue
+        held.append(sock)
+    yield [sock.getsockname()[1] for sock in held]
+    for sock in held:
+        sock.close()
 
 
 @dataclass

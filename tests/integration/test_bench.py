@@ -51,7 +51,11 @@ def dd(
 
 
 @pytest.fixture(autouse=True)
-def clean_servers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def clean_servers(
+    monkeypatch: pytest.MonkeyPatch, free_port_profiles: dict[str, int]
+) -> Iterator[None]:
+    """Fast simulators, no injected fault, and the shipped profiles moved to free ports
+    (campaigns and `up` launch on a profile's own port); every server stopped after."""
     monkeypatch.setenv("DDCONSOLE_SIM_SPEED", "10")
     monkeypatch.delenv("DDCONSOLE_SIM_FAULT", raising=False)
     yield
@@ -62,7 +66,7 @@ def _levels(summary: dict) -> dict[str, dict]:
     return {cell["variant"]: cell["levels"][0] for cell in summary["cells"] if cell["levels"]}
 
 
-def test_demo_campaign_reproduces_the_reference_table():
+def test_demo_campaign_reproduces_the_reference_table(free_port_profiles: dict[str, int]):
     result = dd(
         "campaign", str(REPO / "campaigns" / "qwen-ddtree-budgets.toml"), "--demo", "--json"
     )
@@ -111,6 +115,9 @@ def test_demo_campaign_reproduces_the_reference_table():
     assert len(lines) == 4 * 16
     fingerprint = json.loads((run / "run.json").read_text())
     assert fingerprint["fingerprint"]["gpu_count"] == 8
+    # Every cell listened on the user's override of the profile's port, not the shipped one.
+    ports = {c["plan"]["port"] for c in fingerprint["cells"]}
+    assert ports == {free_port_profiles["qwen3.6-27b"]}
     cell = fingerprint["cells"][1]
     assert cell["sglang_version"] == "0.5.23"
     assert cell["server_info"]["speculative_algorithm"] == "DDTREE"
@@ -293,9 +300,11 @@ def test_open_loop_rate_and_http_errors_recorded(tmp_path: Path):
 
 
 def _crashy_profile(user_profiles: Path) -> None:
-    text = (REPO / "profiles" / "qwen3.6-27b.toml").read_text()
+    """The user's qwen3.6-27b (on its free port) whose `off` variant crashes mid-stream."""
+    path = user_profiles / "qwen3.6-27b.toml"
+    text = path.read_text()
     text += '\n[variants.off.env]\nDDCONSOLE_SIM_FAULT = "crash-mid-stream:40"\n'
-    (user_profiles / "qwen3.6-27b.toml").write_text(text)
+    path.write_text(text)
 
 
 def test_a_crash_mid_level_fails_the_cell_and_the_campaign_goes_on(

@@ -263,6 +263,7 @@ async def render_frame(backend: object) -> dict[str, str]:
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("free_port_profiles")
 async def test_a_demo_recording_replays_to_the_same_frame_as_live(monkeypatch, tmp_path: Path):
     monkeypatch.setenv("DDCONSOLE_SIM_SPEED", "20")
     up = run_cli_subprocess(

@@ -23,7 +23,7 @@ from console.telemetry.poller import Poller
 from console.telemetry.samples import ServerSample, SourceState, SourceStatus
 from console.telemetry.sglang_source import NO_METRICS_ROUTE, SglangSource
 from console.telemetry.store import TimeSeriesStore
-from tests.conftest import REPO, run_cli_subprocess
+from tests.conftest import REPO, run_cli_subprocess, shipped_profile_on_port
 from tests.simproc import QWEN, SMALL, running_sim
 
 DDTREE = [
@@ -223,7 +223,7 @@ def test_launch_command_secrets_are_masked(flag: str):
 def test_profile_admin_key_reaches_the_server_and_the_flush(
     user_profiles: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    text = (REPO / "profiles" / "qwen3.6-27b.toml").read_text()
+    text = shipped_profile_on_port("qwen3.6-27b")
     text = text.replace(
         "[server]\n",
         '[server]\napi_key_env = "DDCONSOLE_TEST_KEY"\n'

@@ -24,7 +24,8 @@ from console.tui.widgets.pane import Pane
 from tests.conftest import run_cli_subprocess
 from tests.tui.conftest import settle, until
 
-pytestmark = pytest.mark.slow
+# The TUI launches shipped profiles on their own ports: user overrides put them on free ones.
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("free_port_profiles")]
 
 
 @pytest.fixture(autouse=True)
