@@ -21,6 +21,11 @@ import pytest
 
 from tests.simproc import KIMI, QWEN, SMALL, running_sim
 
+# Each test streams seconds of simulated load through its own simulator (the Qwen variants'
+# shared fixture about 11 s, the Kimi sweep about 18 s): `-m "not slow"` leaves them out, the
+# default run keeps them.
+pytestmark = pytest.mark.slow
+
 SPEED = 10.0
 DFLASH_DRAFT = [
     "--speculative-draft-model-path",
