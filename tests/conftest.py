@@ -40,7 +40,7 @@ def user_profiles(isolated_dirs: Path) -> Path:
 
 
 SGLANG_DEFAULT_PORT = 30000
-"""SGLang's HTTP port when argv names none (sglang 0.5.23 srt/arg_groups/arg_utils.py:24)."""
+"""SGLang's HTTP port when argv names none (sglang 0.5.23 srt/arg_groups/fields/serving.py:66)."""
 
 _SERVER_PORT = re.compile(r"(?m)^(port\s*=\s*)\d+[ \t]*$")
 

@@ -1,7 +1,7 @@
 """The suite's port hygiene: launches in tests go to free ports, never a profile's fixed one.
 
 A real SGLang host or a CI machine often holds SGLang's default port 30000 (sglang 0.5.23
-srt/arg_groups/arg_utils.py:24), which the shipped qwen3.6-27b profile also listens on.
+srt/arg_groups/fields/serving.py:66), which the shipped qwen3.6-27b profile also listens on.
 """
 
 from __future__ import annotations
