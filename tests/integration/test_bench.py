@@ -209,7 +209,10 @@ def test_measurements_match_the_simulators_ground_truth(tmp_path: Path):
     transport = statistics.median(bare) - statistics.median(bare_truth)
     assert 0 <= transport < 0.003
     true_ttft = statistics.median(r["ttft_s"] for r in single_truth)
-    assert abs(single["ttft_p50_s"] - transport - true_ttft) <= 0.001 + 0.02 * true_ttft, (
+    # The client's cost on top of the truth (budget <= 1 ms) is bench/client_capacity.py's to
+    # show; here the measurement must be right, not off by a step or a chunk (tens of ms), with
+    # room for a busy 2-core machine's scheduling noise.
+    assert abs(single["ttft_p50_s"] - transport - true_ttft) <= 0.003 + 0.05 * true_ttft, (
         single["ttft_p50_s"],
         transport,
         true_ttft,
