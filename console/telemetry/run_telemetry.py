@@ -8,6 +8,7 @@ reduced to the GPUs the telemetry names (NUMA placement is not in a run).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,43 @@ def _rows(path: Path) -> tuple[list[dict[str, Any]], str | None]:
             if isinstance(row, dict) and isinstance(row.get("t_wall"), int | float):
                 rows.append(row)
     return rows, damage
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunGpuReading:
+    """One GPU reading kept with a run, on the wall clock the run's levels are timed on."""
+
+    t_wall: float
+    index: int
+    util_pct: float | None
+    power_w: float | None
+    pcie_rx_bytes_s: float | None
+    pcie_tx_bytes_s: float | None
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def run_gpu_readings(run_dir: Path) -> list[RunGpuReading]:
+    """The GPU readings a run kept (none when it kept no telemetry); a damaged tail is
+    dropped, as the replay does."""
+    path = run_dir / "telemetry.jsonl"
+    if not path.is_file():
+        return []
+    rows, _damage = _rows(path)
+    return [
+        RunGpuReading(
+            t_wall=float(row["t_wall"]),
+            index=int(row.get("index", 0)),
+            util_pct=_number(row.get("util_pct")),
+            power_w=_number(row.get("power_w")),
+            pcie_rx_bytes_s=_number(row.get("pcie_rx_bytes_s")),
+            pcie_tx_bytes_s=_number(row.get("pcie_tx_bytes_s")),
+        )
+        for row in rows
+        if row.get("kind") == "gpu"
+    ]
 
 
 def _gpu(row: dict[str, Any], t: float) -> GpuSample:
