@@ -10,10 +10,15 @@ Two finished campaign runs (recorded from the simulator) sit in its runs folder.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import math
+import os
 import random
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -180,9 +185,64 @@ def _server_sample(t: float, rng: random.Random) -> ServerSample:
     )
 
 
+def _scene_key(seed: int) -> str:
+    """What the scene's files depend on: this module, its fixtures, the seed, and the bench
+    code whose summary.json caches a reused scene's runs folder would hold."""
+    digest = hashlib.sha256(str(seed).encode())
+    here = Path(__file__)
+    sources = [
+        here,
+        *sorted(FIXTURES.rglob("*")),
+        *sorted((here.parents[2] / "console" / "bench").glob("*.py")),
+    ]
+    for source in sources:
+        if source.is_file():
+            digest.update(source.name.encode())
+            digest.update(source.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def build(root: Path = ROOT, seed: int = 7) -> Path:
-    """Write the scene (recording, logs, runs) under `root`; returns the recording's path."""
-    shutil.rmtree(root, ignore_errors=True)
+    """The scene under `root` (a symlink to a folder named by the scene's key), written once
+    and shared by every test process: pytest-xdist workers and concurrent sessions never
+    delete files another process is reading, and the on-screen paths stay fixed."""
+    key = _scene_key(seed)
+    built = root.with_name(f"{root.name}.{key}")
+    recording = root / "scene.ddrec.gz"
+    if root.is_symlink() and root.resolve() == built.resolve() and (built / ".complete").exists():
+        return recording
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with (root.with_name(f"{root.name}.lock")).open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (built / ".complete").exists():
+            staging = Path(tempfile.mkdtemp(prefix=f"{root.name}.staging-", dir=root.parent))
+            _write(staging, seed)
+            (staging / ".complete").touch()
+            shutil.rmtree(built, ignore_errors=True)
+            staging.rename(built)
+        if not (root.is_symlink() and root.resolve() == built.resolve()):
+            if root.is_dir() and not root.is_symlink():
+                shutil.rmtree(root)
+            link = root.with_name(f"{root.name}.link-{os.getpid()}")
+            link.unlink(missing_ok=True)
+            link.symlink_to(built.name)
+            link.replace(root)
+        _remove_old_scenes(root, keep=built)
+    return recording
+
+
+def _remove_old_scenes(root: Path, keep: Path) -> None:
+    """Scenes of other keys untouched for a day: no test process still reads them."""
+    for old in root.parent.glob(f"{root.name}.*"):
+        if old != keep and old.is_dir() and not old.is_symlink():
+            with contextlib.suppress(OSError):
+                if time.time() - old.stat().st_mtime > 86_400:
+                    shutil.rmtree(old)
+
+
+def _write(root: Path, seed: int) -> None:
+    """Write the scene's recording, logs and runs into `root` (the recording names its logs
+    under ROOT, the path the screens show)."""
     (root / "logs").mkdir(parents=True)
     shutil.copytree(FIXTURES / "runs", root / "runs")
     rng = random.Random(seed)
@@ -293,7 +353,6 @@ def build(root: Path = ROOT, seed: int = 7) -> Path:
             writer.event(T0 + t, "started run 20261129-185811-qwen-ddtree-budgets")
     writer.close()
     assert not math.isnan(DURATION_S)
-    return path
 
 
 class SceneBackend(ReplayBackend):
