@@ -22,10 +22,12 @@ def common_parent() -> argparse.ArgumentParser:
 def build_parser() -> argparse.ArgumentParser:
     from console.cli import (
         cmd_bench,
+        cmd_campaign,
         cmd_diagnose,
         cmd_metrics,
         cmd_plan,
         cmd_profiles,
+        cmd_runs,
         cmd_servers,
         cmd_sim,
         cmd_snapshot,
@@ -65,6 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     cmd_diagnose.register(verbs, common)
     cmd_metrics.register(verbs, common)
     cmd_bench.register(verbs, common)
+    cmd_campaign.register(verbs, common)
+    cmd_runs.register(verbs, common)
     cmd_snapshot.register(verbs, common)
     cmd_sim.register(verbs, common)
     return parser

@@ -1,0 +1,132 @@
+"""`ddconsole runs list|show|compare|import`."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+from console.cli.render import print_json, table
+from console.cli.render_runs import print_summary
+from console.cli.run_common import runs_root, services
+
+
+def register(verbs: Any, common: argparse.ArgumentParser) -> None:
+    runs = verbs.add_parser("runs", parents=[common], help="list, show, compare and import runs")
+    sub = runs.add_subparsers(title="actions", metavar="ACTION")
+    runs.set_defaults(handler=_runs_list, json=False, out=None)
+    r_list = sub.add_parser("list", parents=[common], help="every run")
+    r_list.add_argument("--json", action="store_true")
+    r_list.add_argument("--out", type=Path, default=None, metavar="DIR")
+    r_list.set_defaults(handler=_runs_list)
+    r_show = sub.add_parser("show", parents=[common], help="one run's table and findings")
+    r_show.add_argument("run", metavar="RUN")
+    r_show.add_argument("--follow", action="store_true", help="keep printing while it runs")
+    r_show.add_argument("--json", action="store_true")
+    r_show.add_argument("--out", type=Path, default=None, metavar="DIR")
+    r_show.set_defaults(handler=_runs_show)
+    r_cmp = sub.add_parser("compare", parents=[common], help="two runs side by side")
+    r_cmp.add_argument("run_a", metavar="RUN1")
+    r_cmp.add_argument("run_b", metavar="RUN2")
+    r_cmp.add_argument("--json", action="store_true")
+    r_cmp.add_argument("--out", type=Path, default=None, metavar="DIR")
+    r_cmp.set_defaults(handler=_runs_compare)
+    r_imp = sub.add_parser(
+        "import", parents=[common], help="import SGLang bench_serving results (its JSONL) as a run"
+    )
+    r_imp.add_argument("file", type=Path, metavar="FILE.jsonl")
+    r_imp.add_argument("--name", default=None)
+    r_imp.add_argument("--json", action="store_true")
+    r_imp.add_argument("--out", type=Path, default=None, metavar="DIR")
+    r_imp.set_defaults(handler=_runs_import)
+
+
+def _runs_list(args: argparse.Namespace) -> int:
+    from console.bench.listing import list_runs
+
+    root = runs_root(args, services(args))
+    runs = list_runs(root)
+    if args.json:
+        print_json([r.to_json() for r in runs])
+        return 0
+    rows = [
+        [
+            r.run_id,
+            r.name or "-",
+            r.kind or "-",
+            r.status if r.error is None else f"unreadable: {r.error}",
+            f"{r.cells_done}/{r.cells}",
+            time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created_wall))
+            if r.created_wall
+            else "-",
+        ]
+        for r in runs
+    ]
+    if rows:
+        print(table(["RUN", "NAME", "KIND", "STATUS", "CELLS DONE", "CREATED"], rows))
+    else:
+        print(f"no runs in {root}")
+    return 0
+
+
+def _runs_show(args: argparse.Namespace) -> int:
+    from console.bench.rundir import RunDir
+    from console.bench.summary import summarize_run
+
+    run = RunDir.open(runs_root(args, services(args)), args.run)
+    if args.follow:
+        seen = 0
+        while True:
+            lines = run.read_jsonl("levels.jsonl")
+            for level in lines[seen:]:
+                print(
+                    f"{level.get('cell')}: level {level.get('level')} {level.get('status')}",
+                    flush=True,
+                )
+            seen = len(lines)
+            if run.owner_alive() is None:
+                break
+            time.sleep(0.5)
+    summary = summarize_run(run)
+    if args.json:
+        print_json(summary)
+    else:
+        print_summary(summary)
+    return 0
+
+
+def _runs_compare(args: argparse.Namespace) -> int:
+    from console.bench.compare import compare_runs
+    from console.bench.rundir import RunDir
+    from console.bench.summary import summarize_run
+    from console.bench.tables import COMPARE_HEADERS, compare_rows
+
+    root = runs_root(args, services(args))
+    a = summarize_run(RunDir.open(root, args.run_a))
+    b = summarize_run(RunDir.open(root, args.run_b))
+    result = compare_runs(a, b)
+    if args.json:
+        print_json(result)
+        return 0
+    print(f"A = {a['run_id']} ({a.get('name')})\nB = {b['run_id']} ({b.get('name')})")
+    print(table(list(COMPARE_HEADERS), compare_rows(result)))
+    for side in ("only_a", "only_b"):
+        for item in result[side]:
+            print(f"only in {side[-1].upper()}: {item}")
+    return 0
+
+
+def _runs_import(args: argparse.Namespace) -> int:
+    from console.bench.sglang_import import import_sglang_jsonl
+    from console.bench.summary import summarize_run, write_summaries
+
+    run = import_sglang_jsonl(args.file, runs_root(args, services(args)), args.name)
+    write_summaries(run)
+    summary = summarize_run(run)
+    if args.json:
+        print_json(summary)
+    else:
+        print(f"imported {args.file} as run {run.run_id}")
+        print_summary(summary)
+    return 0
