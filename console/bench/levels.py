@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import os
 import random
 import time
 from collections.abc import Callable, Mapping
@@ -19,6 +18,7 @@ import httpx
 
 from console.bench.client import Endpoint, RequestResult, run_request
 from console.bench.workload import Prompt, Workload
+from console.core.auth import bearer_from_env
 from console.telemetry.prometheus import MetricsParseError, parse
 
 COUNTER_NAMES = frozenset(
@@ -53,10 +53,8 @@ def admin_headers(
     plan: dict[str, Any] | None, environ: Mapping[str, str] | None = None
 ) -> dict[str, str] | None:
     """The admin key's Authorization header, read from the variable the plan names."""
-    env = os.environ if environ is None else environ
     name = (plan or {}).get("admin_api_key_env")
-    key = env.get(name) if isinstance(name, str) and name else None
-    return {"Authorization": f"Bearer {key}"} if key else None
+    return bearer_from_env(name if isinstance(name, str) else None, environ) or None
 
 
 @dataclass(frozen=True)

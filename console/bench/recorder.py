@@ -10,6 +10,7 @@ import httpx
 
 from console.bench.levels import Target
 from console.bench.rundir import RunDir, RunWriteError
+from console.core.auth import bearer_key
 from console.hw.backend import GpuBackend
 from console.telemetry.gpu_source import GpuSource
 from console.telemetry.poller import Poller
@@ -35,7 +36,7 @@ class TelemetryRecorder:
         self.poller = Poller(self.store)
         if gpu_backend is not None:
             self.poller.add(GpuSource(gpu_backend, interval_s=interval_s))
-        api_key = target.headers.get("Authorization", "").removeprefix("Bearer ") or None
+        api_key = bearer_key(target.headers)
         self.poller.add(
             SglangSource(server_id, target.url, client, interval_s=interval_s, api_key=api_key)
         )

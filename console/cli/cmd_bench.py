@@ -139,12 +139,11 @@ def _bench(args: argparse.Namespace) -> int:
 
             raise UsageError(f"server {server_id} is {status.state.value}, not ready")
         plan = status.record.plan
-        import os
+        from console.server.actions import auth_headers
 
-        headers = {}
-        if plan.api_key_env and os.environ.get(plan.api_key_env):
-            headers["Authorization"] = f"Bearer {os.environ[plan.api_key_env]}"
-        server = StartedServer(server_id, status.record.url, headers, plan.gpus, plan.to_json())
+        server = StartedServer(
+            server_id, status.record.url, auth_headers(plan), plan.gpus, plan.to_json()
+        )
         cell = CellPlan(
             f"{plan.profile}/{plan.layout}/{plan.variant}",
             plan.profile,

@@ -121,31 +121,9 @@ def _say_diagnosis(args: argparse.Namespace, status: Any) -> None:
         _say(args, f"  | {line}")
 
 
-def _launch_and_wait(
-    args: argparse.Namespace, services: Any, plan: Any, server_id: str | None = None
-) -> int:
-    manager = services.manager()
-    for warning in plan.warnings:
-        _say(args, f"  ! {warning.message}")
-    record = manager.launch(plan, interpreter=_interpreter(services, plan), server_id=server_id)
-    for note in record.notes:
-        _say(args, f"  ! {note}")
-    spawn = manager.records.spawn(record.id)
-    pid = spawn.pid if spawn else "?"
-    demo = "  [demo]" if plan.demo else ""
-    _say(
-        args,
-        f"{record.id}: pid {pid}, port {plan.port}, GPUs "
-        f"{','.join(map(str, plan.gpus))}, log {record.log_path}{demo}",
-    )
-    if getattr(args, "no_wait", False):
-        status = manager.status(record.id, probe=False)
-    else:
-        status = manager.wait(
-            record.id,
-            timeout=args.timeout,
-            on_event=lambda elapsed, label: _say(args, f"  {elapsed:6.1f}s  {label}"),
-        )
+def _outcome(args: argparse.Namespace, status: Any, *, waited: bool = True) -> int:
+    """Print where a launched server ended up; the exit status says whether it is ready."""
+    record = status.record
     if args.json:
         print_json(status.to_json())
     if status.state.value == "ready":
@@ -154,9 +132,11 @@ def _launch_and_wait(
     if status.state.terminal:
         _say(args, f"FAILED: {status.reason}")
         _say_diagnosis(args, status)
-        _say(args, f"  (full log: ddconsole logs {record.id}{' --demo' if plan.demo else ''})")
+        _say(
+            args, f"  (full log: ddconsole logs {record.id}{' --demo' if record.plan.demo else ''})"
+        )
         return 1
-    if getattr(args, "no_wait", False):
+    if not waited:
         return 0
     _say(
         args,
@@ -166,19 +146,21 @@ def _launch_and_wait(
     return 1
 
 
-def _interpreter(services: Any, plan: Any) -> str | None:
-    if plan.demo:
-        return None
-    return plan.argv[0] if plan.argv and plan.argv[1:2] == ("-m",) else None
-
-
 def _up(args: argparse.Namespace) -> int:
     from console.cli.cmd_plan import make_plan
+    from console.server import actions
 
     services = _services(args)
     plan = make_plan(services, args.profile, args.layout, args.variant, args.port, args.gpus)
     _say(args, f"up {plan.profile} / {plan.layout} / {plan.variant}")
-    return _launch_and_wait(args, services, plan)
+    manager = services.manager()
+    record = actions.launch(manager, plan, on_event=lambda text: _say(args, text))
+    if args.no_wait:
+        return _outcome(args, manager.status(record.id, probe=False), waited=False)
+    status = actions.wait_ready(
+        manager, record.id, timeout=args.timeout, on_event=lambda text: _say(args, text)
+    )
+    return _outcome(args, status)
 
 
 EXTERNAL_COLUMNS = [
@@ -421,52 +403,63 @@ def _down(args: argparse.Namespace) -> int:
 
 
 def _restart(args: argparse.Namespace) -> int:
+    from console.server import actions
+
     services = _services(args)
     manager = services.manager()
     server_id = manager.resolve_id(args.id)
-    record = manager.records.load(server_id)
-    status = manager.status(server_id, probe=False)
-    if not status.state.terminal:
-        _say(args, manager.stop(server_id, grace=args.grace, reason="restart").summary())
-    return _launch_and_wait(args, services, record.plan, server_id=server_id)
+    try:
+        status = actions.restart(
+            manager,
+            server_id,
+            grace=args.grace,
+            timeout=args.timeout,
+            on_event=lambda text: _say(args, text),
+        )
+    except actions.StillHeld as exc:
+        _say(args, exc.message)
+        return 1
+    return _outcome(args, status)
 
 
 def _switch(args: argparse.Namespace) -> int:
     from console.cli.cmd_plan import make_plan
     from console.core.errors import UsageError
+    from console.server import actions
 
     services = _services(args)
     manager = services.manager()
     plan = make_plan(services, args.profile, args.layout, args.variant, args.port, args.gpus)
-    in_the_way = manager.conflicts(plan)
+    victims = actions.in_the_way(manager, plan)
     _say(
         args,
         f"switch to {plan.profile} / {plan.layout} / {plan.variant} (GPUs "
         f"{','.join(map(str, plan.gpus))}, port {plan.port})",
     )
-    if in_the_way:
+    if victims and not args.yes:
         names = ", ".join(
             f"{s.id} ({s.state.value}, GPUs {','.join(map(str, s.record.plan.gpus))})"
-            for s in in_the_way
+            for s in victims
         )
-        if not args.yes:
-            if not sys.stdin.isatty():
-                raise UsageError(f"switching stops {names}; confirm with --yes")
-            answer = input(f"stop {names}? [y/N] ").strip().lower()
-            if answer not in ("y", "yes"):
-                _say(args, "nothing changed")
-                return 1
-        for status in in_the_way:
-            started = time.monotonic()
-            _say(args, f"stopping {status.id}")
-            report = manager.stop(status.id, grace=args.grace, reason=f"switched to {plan.profile}")
-            _say(args, f"  {report.summary()} [{time.monotonic() - started:.1f}s]")
-            if report.port_free is False or report.gpus_released is False:
-                _say(args, "the old server's port or GPUs are still held; not launching")
-                return 1
-    else:
-        _say(args, "no managed server holds those GPUs")
-    return _launch_and_wait(args, services, plan)
+        if not sys.stdin.isatty():
+            raise UsageError(f"switching stops {names}; confirm with --yes")
+        answer = input(f"stop {names}? [y/N] ").strip().lower()
+        if answer not in ("y", "yes"):
+            _say(args, "nothing changed")
+            return 1
+    try:
+        status = actions.switch(
+            manager,
+            plan,
+            victims=victims,
+            grace=args.grace,
+            timeout=args.timeout,
+            on_event=lambda text: _say(args, text),
+        )
+    except actions.StillHeld as exc:
+        _say(args, exc.message)
+        return 1
+    return _outcome(args, status)
 
 
 def _logs(args: argparse.Namespace) -> int:

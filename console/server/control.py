@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 from console.core.errors import ConsoleError, ServerStartFailed
 from console.profiles.command import build_command
 from console.profiles.loader import ProfileCatalog
+from console.server.actions import auth_headers, launch_interpreter
 from console.server.manager import ServerManager
 from console.server.status import ServerState
 from console.topology.model import Topology
@@ -58,9 +58,7 @@ class ManagedControl:
                 loaded, layout, variant, port=self.port, demo=self.demo, gpus=self.gpus
             )
             plan = resolve(command, self.topology)
-            record = self.manager.launch(
-                plan, interpreter=None if self.demo else command.install.python
-            )
+            record = self.manager.launch(plan, interpreter=launch_interpreter(plan))
         except ConsoleError as exc:
             raise ServerStartFailed(exc.message) from None
         spawn = self.manager.records.spawn(record.id)
@@ -75,10 +73,7 @@ class ManagedControl:
             if not status.state.terminal:
                 self.manager.stop(record.id, grace=self.stop_grace_s, reason="not ready in time")
             raise ServerStartFailed(f"{record.id}: {reason}")
-        headers = {}
-        if plan.api_key_env and os.environ.get(plan.api_key_env):
-            headers["Authorization"] = f"Bearer {os.environ[plan.api_key_env]}"
-        return LaunchedServer(record.id, record.url, headers, plan.gpus, plan.to_json())
+        return LaunchedServer(record.id, record.url, auth_headers(plan), plan.gpus, plan.to_json())
 
     def failure(self, server_id: str) -> str | None:
         status = self.manager.status(server_id, probe=False)

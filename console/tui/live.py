@@ -38,6 +38,13 @@ def view_of(status: ServerStatus) -> ServerView:
     return ServerView.from_json(data)
 
 
+def _outcome(status: ServerStatus, progress: Progress) -> ServerView:
+    """Say where a launched server ended up (ready, failed, or still starting)."""
+    reason = f" ({status.reason})" if status.reason else ""
+    progress(f"{status.id}: {status.state.value}{reason}")
+    return view_of(status)
+
+
 def external_view(server: ExternalServer) -> ServerView:
     """A server ddconsole did not start: its (masked) argv stands in for a plan."""
     return ServerView.from_json(listing_json(server))
@@ -237,20 +244,15 @@ class LiveBackend:
     # -- lifecycle -----------------------------------------------------------------------
 
     def launch(self, plan: Plan, progress: Progress) -> ServerView:
-        interpreter = None if self.demo else plan.argv[0]
+        from console.server import actions
+
         try:
-            record = self.manager.launch(plan, interpreter=interpreter)
+            record = actions.launch(self.manager, plan, on_event=progress)
+            self._note(f"launched {record.id} ({plan.profile} {plan.layout} {plan.variant})")
+            status = actions.wait_ready(self.manager, record.id, on_event=progress)
         except ConsoleError as exc:
             raise ActionRefused(exc.message) from None
-        self._note(f"launched {record.id} ({plan.profile} {plan.layout} {plan.variant})")
-        progress(f"{record.id}: started, port {plan.port}")
-        status = self.manager.wait(
-            record.id, on_event=lambda elapsed, label: progress(f"{elapsed:6.1f}s  {label}")
-        )
-        progress(
-            f"{record.id}: {status.state.value}" + (f" ({status.reason})" if status.reason else "")
-        )
-        return view_of(status)
+        return _outcome(status, progress)
 
     def stop_server(self, server_id: str, progress: Progress) -> str:
         if self._is_external(server_id):
@@ -267,43 +269,31 @@ class LiveBackend:
         return report.summary()
 
     def restart(self, server_id: str, progress: Progress) -> ServerView:
+        from console.server import actions
+
         if self._is_external(server_id):
             raise external_refusal(server_id)
-        record = self.manager.records.load(server_id)
-        status = self.manager.status(server_id, probe=False)
-        if not status.state.terminal:
-            progress(self.manager.stop(server_id, reason="restart").summary())
         try:
-            self.manager.launch(
-                record.plan,
-                server_id=server_id,
-                interpreter=None if self.demo else record.plan.argv[0],
-            )
+            status = actions.restart(self.manager, server_id, on_event=progress)
         except ConsoleError as exc:
             raise ActionRefused(exc.message) from None
         self._note(f"restarted {server_id}")
-        return view_of(
-            self.manager.wait(
-                server_id, on_event=lambda elapsed, label: progress(f"{elapsed:6.1f}s  {label}")
-            )
-        )
+        return _outcome(status, progress)
 
     def switch(self, server_id: str, plan: Plan, progress: Progress) -> ServerView:
-        """Stop `server_id` and whatever else holds the plan's GPUs, then launch the plan."""
+        """Stop `server_id` and whatever else holds the plan's GPUs or port, then launch."""
+        from console.server import actions
+
         if self._is_external(server_id):
             raise external_refusal(server_id)
-        in_the_way = [server_id] + [s.id for s in self.manager.conflicts(plan) if s.id != server_id]
-        for victim in in_the_way:
-            status = self.manager.status(victim, probe=False)
-            if status.state.terminal:
-                continue
-            progress(f"stopping {victim}")
-            report = self.manager.stop(victim, reason=f"switched to {plan.profile}")
-            progress(report.summary())
-            self._note(report.summary())
-            if report.port_free is False or report.gpus_released is False:
-                raise ActionRefused(f"{victim}'s port or GPUs are still held; not launching")
-        return self.launch(plan, progress)
+        try:
+            victims = actions.in_the_way(self.manager, plan, replacing=server_id)
+            status = actions.switch(self.manager, plan, victims=victims, on_event=progress)
+        except ConsoleError as exc:
+            raise ActionRefused(exc.message) from None
+        stopped = ", ".join(v.id for v in victims) or "nothing"
+        self._note(f"switched {stopped} -> {status.id} ({plan.layout} {plan.variant})")
+        return _outcome(status, progress)
 
     def log_path(self, server_id: str) -> str | None:
         try:
