@@ -20,11 +20,13 @@ import httpx
 
 from console import __version__
 from console.bench.cells import meta_from_plan, meta_from_server_info
-from console.bench.client import Endpoint, RequestResult, make_client
+from console.bench.client import Endpoint, make_client
 from console.bench.levels import LevelOutcome, LevelSpec, Target, admin_headers, run_level
 from console.bench.recorder import TelemetryRecorder
+from console.bench.results import Counters, LevelRecord, LevelSummary, RequestResult
 from console.bench.rundir import RunDir, RunWriteError
 from console.bench.summary import write_summaries
+from console.bench.tables import fmt
 from console.bench.workload import Workload
 from console.core.errors import ServerStartFailed
 from console.core.redact import argv_secrets, field_secrets, redact_json
@@ -369,41 +371,40 @@ class CampaignRunner:
         if errors and cell.fixed is None and self.control is not None:
             failure = await asyncio.to_thread(self._failure_of, cell)
         status = "interrupted" if outcome.interrupted else ("failed" if failure else "done")
-        self.run.append(
-            "levels.jsonl",
-            {
-                "cell": cell.cell_id,
-                "level": level.index,
-                "attempt": self.attempt,
-                "label": level.label,
-                "concurrency": level.concurrency,
-                "rate": level.rate,
-                "requests_planned": level.requests,
-                "started_wall": outcome.started_wall,
-                "ended_wall": outcome.ended_wall,
-                "wall_s": outcome.wall_s,
-                "time_scale": target.time_scale,
-                "counters_before": outcome.counters_before,
-                "counters_after": outcome.counters_after,
-                "status": status,
-                "error": failure,
-                "flush_error": outcome.flush_error,
-            },
+        record = LevelRecord(
+            cell=cell.cell_id,
+            level=level.index,
+            attempt=self.attempt,
+            label=level.label,
+            concurrency=level.concurrency,
+            rate=level.rate,
+            requests_planned=level.requests,
+            started_wall=outcome.started_wall,
+            ended_wall=outcome.ended_wall,
+            wall_s=outcome.wall_s,
+            time_scale=target.time_scale,
+            counters_before=Counters.from_json(outcome.counters_before),
+            counters_after=Counters.from_json(outcome.counters_after),
+            status=status,
+            error=failure,
+            flush_error=outcome.flush_error,
         )
+        self.run.append("levels.jsonl", record.to_json())
         if outcome.flush_error:
             self.on_event(f"{cell.cell_id}: level {level.index}: {outcome.flush_error}")
         summary = write_summaries(self.run)
-        level_summary: dict[str, Any] = next(
+        level_summary = next(
             (
                 lv
-                for c in summary["cells"]
-                if c["cell_id"] == cell.cell_id
-                for lv in c["levels"]
-                if lv["level"] == level.index
+                for c in summary.cells
+                if c.cell_id == cell.cell_id
+                for lv in c.levels
+                if lv.level == level.index
             ),
-            {},
+            None,
         )
-        self.on_event(_level_line(cell.cell_id, level_summary))
+        if level_summary is not None:
+            self.on_event(_level_line(cell.cell_id, level_summary))
         if failure:
             self._cell_meta(cell, status="failed", reason=failure)
             self.on_event(f"{cell.cell_id}: FAILED: {failure}")
@@ -427,16 +428,13 @@ class CampaignRunner:
         return None
 
 
-def _level_line(cell_id: str, level: dict[str, Any]) -> str:
-    def fmt(value: Any, spec: str, scale: float = 1.0) -> str:
-        return "-" if value is None else f"{value * scale:{spec}}"
-
-    errors = f", {level.get('errors')} errors" if level.get("errors") else ""
+def _level_line(cell_id: str, level: LevelSummary) -> str:
+    errors = f", {level.errors} errors" if level.errors else ""
     return (
-        f"{cell_id}: level {level.get('level')} done: {fmt(level.get('output_tok_s'), '.1f')}"
-        f" tok/s, accept {fmt(level.get('accept_length'), '.2f')}, step "
-        f"{fmt(level.get('step_time_s'), '.1f', 1000)} ms, TTFT p50 "
-        f"{fmt(level.get('ttft_p50_s'), '.0f', 1000)} ms, ITL p50 "
-        f"{fmt(level.get('itl_p50_s'), '.1f', 1000)} ms ({level.get('requests')} requests"
+        f"{cell_id}: level {level.level} done: {fmt(level.output_tok_s, '.1f')}"
+        f" tok/s, accept {fmt(level.accept_length, '.2f')}, step "
+        f"{fmt(level.step_time_s, '.1f', 1000)} ms, TTFT p50 "
+        f"{fmt(level.ttft.p50, '.0f', 1000)} ms, ITL p50 "
+        f"{fmt(level.itl.p50, '.1f', 1000)} ms ({level.requests} requests"
         f"{errors})"
     )

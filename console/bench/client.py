@@ -13,7 +13,6 @@ import json
 import time
 from array import array
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -21,6 +20,8 @@ import aiohttp
 import httpx
 from httpx_aiohttp import AiohttpTransport
 
+# RequestResult lives with the other run results; the client fills it, so it is named here too.
+from console.bench.results import RequestResult as RequestResult
 from console.bench.workload import Prompt
 
 _COMPLETION = b'"completion_tokens":'
@@ -38,49 +39,6 @@ class Endpoint(StrEnum):
             "chat": "/v1/chat/completions",
             "completions": "/v1/completions",
         }[self.value]
-
-
-@dataclass
-class RequestResult:
-    """A request as measured; durations in the server's seconds (real time x time scale)."""
-
-    send_wall: float
-    ttft_s: float | None = None
-    e2e_s: float | None = None
-    output_tokens: int | None = None
-    prompt_tokens: int | None = None
-    chunks: int = 0
-    token_chunks: int = 0
-    itl_s: float | None = None
-    chunk_gaps_us: array[int] = field(default_factory=lambda: array("q"))
-    spec_verify_ct: int | None = None
-    accept_length: float | None = None
-    finish_reason: str | None = None
-    error: str | None = None
-
-    @property
-    def tokens_per_chunk(self) -> float | None:
-        if not self.output_tokens or not self.token_chunks:
-            return None
-        return self.output_tokens / self.token_chunks
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "send_wall": self.send_wall,
-            "ttft_s": self.ttft_s,
-            "e2e_s": self.e2e_s,
-            "output_tokens": self.output_tokens,
-            "prompt_tokens": self.prompt_tokens,
-            "chunks": self.chunks,
-            "token_chunks": self.token_chunks,
-            "tokens_per_chunk": self.tokens_per_chunk,
-            "itl_s": self.itl_s,
-            "chunk_gaps_us": list(self.chunk_gaps_us),
-            "spec_verify_ct": self.spec_verify_ct,
-            "accept_length": self.accept_length,
-            "finish_reason": self.finish_reason,
-            "error": self.error,
-        }
 
 
 def make_client(

@@ -1,7 +1,8 @@
 """The runs under a results folder, cheaply: metadata and progress, no request files read.
 
 `runs list` and the TUI's Runs and Bench screens refresh from this while campaigns write;
-the full summary (every request) is computed only for the run being looked at.
+a run's summary comes from its cache of record (`summary.load_summary`) only for the run
+being looked at. `DiskRuns` serves both to a front end (the live TUI backend, snapshots).
 """
 
 from __future__ import annotations
@@ -11,11 +12,38 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from console.bench.results import RunSummary
 from console.bench.rundir import RunDir
 from console.core.errors import ConsoleError
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Progress:
+    """Where a live campaign is: its cell, its level, requests done of those planned."""
+
+    cell: str | None
+    level: int | None
+    done: int
+    planned: int
+
+    def to_json(self) -> dict[str, str | int | None]:
+        return {"cell": self.cell, "level": self.level, "done": self.done, "planned": self.planned}
+
+    @classmethod
+    def from_json(cls, data: object) -> Progress | None:
+        if not isinstance(data, dict):
+            return None
+        level, done, planned = data.get("level"), data.get("done"), data.get("planned")
+        cell = data.get("cell")
+        return cls(
+            cell=None if cell is None else str(cell),
+            level=level if isinstance(level, int) else None,
+            done=done if isinstance(done, int) else 0,
+            planned=planned if isinstance(planned, int) else 0,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunRow:
     run_id: str
     path: Path
@@ -25,8 +53,8 @@ class RunRow:
     cells_done: int
     cells: int
     created_wall: float | None
-    progress: dict[str, Any] | None
-    """The running level of a live campaign: cell, level, done, planned."""
+    progress: Progress | None
+    """The running level of a live campaign."""
     error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -39,9 +67,36 @@ class RunRow:
             "cells_done": self.cells_done,
             "cells": self.cells,
             "created_wall": self.created_wall,
-            "progress": self.progress,
+            "progress": None if self.progress is None else self.progress.to_json(),
             "error": self.error,
         }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunRow:
+        """A row as `to_json` wrote it (a recording's `runs` frame); tolerant of gaps."""
+
+        def text(name: str) -> str | None:
+            value = data.get(name)
+            return None if value is None else str(value)
+
+        def count(name: str) -> int:
+            value = data.get(name)
+            return value if isinstance(value, int) else 0
+
+        run_id = str(data.get("run_id") or "?")
+        created = data.get("created_wall")
+        return cls(
+            run_id=run_id,
+            path=Path(str(data.get("run_dir") or run_id)),
+            name=text("name"),
+            kind=text("kind"),
+            status=str(data.get("status") or "unknown"),
+            cells_done=count("cells_done"),
+            cells=count("cells"),
+            created_wall=float(created) if isinstance(created, int | float) else None,
+            progress=Progress.from_json(data.get("progress")),
+            error=text("error"),
+        )
 
 
 def run_row(path: Path) -> RunRow:
@@ -49,7 +104,18 @@ def run_row(path: Path) -> RunRow:
     try:
         meta = run.meta()
     except ConsoleError as exc:
-        return RunRow(path.name, path, None, None, "unreadable", 0, 0, None, None, exc.message)
+        return RunRow(
+            run_id=path.name,
+            path=path,
+            name=None,
+            kind=None,
+            status="unreadable",
+            cells_done=0,
+            cells=0,
+            created_wall=None,
+            progress=None,
+            error=exc.message,
+        )
     cells = [c for c in meta.get("cells", []) if isinstance(c, dict)]
     status = str(meta.get("status", "unknown"))
     progress = None
@@ -72,12 +138,12 @@ def run_row(path: Path) -> RunRow:
     )
 
 
-def _progress(path: Path) -> dict[str, Any] | None:
+def _progress(path: Path) -> Progress | None:
     try:
         data = json.loads((path / "progress.json").read_text())
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) else None
+    return Progress.from_json(data)
 
 
 # Rows of ended runs by folder, kept while their run.json is unchanged: the flight recorder
@@ -109,3 +175,34 @@ def list_runs(root: Path) -> list[RunRow]:
     for gone in [p for p in _ENDED_ROWS if p.parent == root and p not in seen]:
         del _ENDED_ROWS[gone]
     return rows
+
+
+class DiskRuns:
+    """The runs of one results folder as a front end reads them: the rows, and a run's
+    summary through its cache of record."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def runs(self) -> list[RunRow]:
+        return list_runs(self.root)
+
+    def run_summary(self, run_id: str) -> RunSummary | None:
+        """None for a run that is not there or cannot be read."""
+        from console.bench.summary import try_load_summary
+
+        if not run_id or "/" in run_id or run_id in (".", ".."):
+            return None
+        path = self.root / run_id
+        if not (path / "run.json").is_file():
+            return None
+        return try_load_summary(RunDir(path))
+
+    def latest_summary(self) -> RunSummary | None:
+        """The newest readable run's summary."""
+        for row in reversed(self.runs()):
+            if row.error is None:
+                summary = self.run_summary(row.run_id)
+                if summary is not None:
+                    return summary
+        return None

@@ -10,50 +10,63 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
 
 from console.bench.cells import meta_from_server_info
+from console.bench.results import JsonObject, LevelSummary, Stats
 from console.bench.rundir import RunDir
 from console.core.errors import UsageError
 
 
-def _ms(row: dict[str, Any], key: str) -> float | None:
+def _number(row: JsonObject, key: str) -> float | None:
     value = row.get(key)
-    return value / 1000.0 if isinstance(value, int | float) and math.isfinite(value) else None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
 
 
-def _level(index: int, row: dict[str, Any]) -> dict[str, Any]:
+def _count(row: JsonObject, key: str) -> int | None:
+    value = row.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _ms(row: JsonObject, key: str) -> float | None:
+    value = _number(row, key)
+    return None if value is None else value / 1000.0
+
+
+def _level(index: int, row: JsonObject) -> LevelSummary:
     concurrency = row.get("max_concurrency")
     rate = row.get("request_rate")
-    return {
-        "level": index,
-        "label": f"concurrency {concurrency}" if concurrency else f"rate {rate}",
-        "concurrency": concurrency,
-        "rate": rate if isinstance(rate, int | float) and math.isfinite(rate) else None,
-        "status": "done",
-        "requests": row.get("completed"),
-        "errors": 0,
-        "error_kinds": {},
-        "duration_s": row.get("duration"),
-        "output_tokens": row.get("total_output_tokens"),
-        "output_tok_s": row.get("output_throughput"),
-        "request_s": row.get("request_throughput"),
-        "accept_length": row.get("accept_length"),
-        "accept_length_note": "server lifetime average (SGLang bench), not per level",
-        "ttft_p50_s": _ms(row, "median_ttft_ms"),
-        "ttft_p90_s": _ms(row, "p90_ttft_ms"),
-        "ttft_p99_s": _ms(row, "p99_ttft_ms"),
-        "ttft_mean_s": _ms(row, "mean_ttft_ms"),
-        "itl_p50_s": _ms(row, "median_tpot_ms"),
-        "itl_p90_s": _ms(row, "p90_tpot_ms"),
-        "itl_p99_s": _ms(row, "p99_tpot_ms"),
-        "itl_mean_s": _ms(row, "mean_tpot_ms"),
-        "chunk_gap_p50_s": _ms(row, "median_itl_ms"),
-        "chunk_gap_p99_s": _ms(row, "p99_itl_ms"),
-        "e2e_p50_s": _ms(row, "median_e2e_latency_ms"),
-        "e2e_p99_s": _ms(row, "p99_e2e_latency_ms"),
-        "step_time_s": None,
-    }
+    return LevelSummary(
+        level=index,
+        label=f"concurrency {concurrency}" if concurrency else f"rate {rate}",
+        concurrency=concurrency if isinstance(concurrency, int) else None,
+        rate=float(rate) if isinstance(rate, int | float) and math.isfinite(rate) else None,
+        status="done",
+        requests=_count(row, "completed") or 0,
+        errors=0,
+        duration_s=_number(row, "duration"),
+        output_tokens=_count(row, "total_output_tokens"),
+        output_tok_s=_number(row, "output_throughput"),
+        request_s=_number(row, "request_throughput"),
+        accept_length=_number(row, "accept_length"),
+        accept_length_note="server lifetime average (SGLang bench), not per level",
+        ttft=Stats(
+            p50=_ms(row, "median_ttft_ms"),
+            p90=_ms(row, "p90_ttft_ms"),
+            p99=_ms(row, "p99_ttft_ms"),
+            mean=_ms(row, "mean_ttft_ms"),
+        ),
+        itl=Stats(
+            p50=_ms(row, "median_tpot_ms"),
+            p90=_ms(row, "p90_tpot_ms"),
+            p99=_ms(row, "p99_tpot_ms"),
+            mean=_ms(row, "mean_tpot_ms"),
+        ),
+        e2e=Stats(p50=_ms(row, "median_e2e_latency_ms"), p99=_ms(row, "p99_e2e_latency_ms")),
+        chunk_gap=Stats(p50=_ms(row, "median_itl_ms"), p99=_ms(row, "p99_itl_ms")),
+        step_time_s=None,
+    )
 
 
 def import_sglang_jsonl(path: Path, root: Path, name: str | None) -> RunDir:
@@ -61,7 +74,7 @@ def import_sglang_jsonl(path: Path, root: Path, name: str | None) -> RunDir:
         lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     except OSError as exc:
         raise UsageError(f"{path}: {exc.strerror or exc}") from None
-    rows = []
+    rows: list[JsonObject] = []
     for number, line in enumerate(lines, start=1):
         try:
             # bench_serving writes a bare `Infinity` for an unbounded request rate.
@@ -98,7 +111,7 @@ def import_sglang_jsonl(path: Path, root: Path, name: str | None) -> RunDir:
             "status": "done",
             "source_file": str(path.resolve()),
             "cells": [cell],
-            "imported_levels": [_level(i, row) for i, row in enumerate(rows)],
+            "imported_levels": [_level(i, row).to_json() for i, row in enumerate(rows)],
             "fingerprint": {"host": None, "imported": True},
         },
     )

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+
+from console.bench.results import Stats
 
 PERCENTILES = (50, 90, 95, 99)
 
@@ -21,15 +22,20 @@ def percentile(ordered: Sequence[float], q: float) -> float | None:
     return float(ordered[low] + (ordered[high] - ordered[low]) * (rank - low))
 
 
-def describe(values: Sequence[float | None], name: str, unit: str = "s") -> dict[str, Any]:
-    """`{name}_p50_{unit}` .. `_p99_`, `_mean_`, `_min_`, `_max_` and `{name}_count`."""
+def describe(values: Sequence[float | None]) -> Stats:
+    """p50 .. p99, mean, min, max and count of the values that are numbers."""
     clean = sorted(v for v in values if v is not None and not math.isnan(v))
-    out: dict[str, Any] = {f"{name}_p{q}_{unit}": percentile(clean, q) for q in PERCENTILES}
-    out[f"{name}_mean_{unit}"] = math.fsum(clean) / len(clean) if clean else None
-    out[f"{name}_min_{unit}"] = clean[0] if clean else None
-    out[f"{name}_max_{unit}"] = clean[-1] if clean else None
-    out[f"{name}_count"] = len(clean)
-    return out
+    p50, p90, p95, p99 = (percentile(clean, q) for q in PERCENTILES)
+    return Stats(
+        p50=p50,
+        p90=p90,
+        p95=p95,
+        p99=p99,
+        mean=math.fsum(clean) / len(clean) if clean else None,
+        min=clean[0] if clean else None,
+        max=clean[-1] if clean else None,
+        count=len(clean),
+    )
 
 
 def mean(values: Sequence[float | None]) -> float | None:

@@ -1,381 +1,367 @@
-"""Level and run summaries computed from a run's files (findings come from `findings.py`).
+"""Level and run summaries computed from a run's files, and `summary.json` as their cache.
 
-Every number is derived from `levels.jsonl`, `requests.jsonl` and `telemetry.jsonl`, so a
-summary can be rebuilt at any time (after a crash, on `--resume`, for `runs show`).
+Every number is derived from `levels.jsonl`, `requests.jsonl` and the run's GPU readings
+(`run_gpu_readings`), so a summary can be rebuilt at any time (after a crash, on `--resume`).
+`load_summary` is how readers get one: it returns `summary.json` while that is newer than
+every file it is built from, and rebuilds (and rewrites) it otherwise. Findings come from
+`findings.py`; the files' text forms from `tables.py`.
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import math
+import json
+import threading
 from collections import defaultdict
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
 
-from console.bench.findings import CellFacts, find_all
-from console.bench.rundir import RunDir
+from console.bench.findings import find_all
+from console.bench.results import (
+    BestLevel,
+    CellMeta,
+    CellSummary,
+    LevelRecord,
+    LevelSummary,
+    RequestResult,
+    RunSummary,
+)
+from console.bench.rundir import RunDir, RunWriteError
 from console.bench.stats import describe, mean
+from console.bench.tables import to_csv, to_markdown
+from console.core.errors import ConsoleError
+from console.telemetry.run_telemetry import RunGpuReading, run_gpu_readings
+
+SUMMARY_FILE = "summary.json"
+# The files a summary is built from; a run's telemetry may be in any `telemetry*` file.
+SOURCE_FILES = ("run.json", "levels.jsonl", "requests.jsonl")
+TELEMETRY_GLOB = "telemetry*"
 
 
-def verify_tokens_per_step(cell: dict[str, Any]) -> int | None:
+def verify_tokens_per_step(cell: CellMeta) -> int | None:
     """Tokens the target verifies per step: 1 autoregressive, budget + 1 for DDTree, the
     draft block for chains."""
-    algorithm = (cell.get("algorithm") or "off").upper()
+    algorithm = (cell.algorithm or "off").upper()
     if algorithm in ("OFF", "NONE", ""):
         return 1
-    if algorithm == "DDTREE" and cell.get("ddtree_budget"):
-        return int(cell["ddtree_budget"]) + 1
-    info = cell.get("server_info") or {}
-    drafts = info.get("speculative_num_draft_tokens") or cell.get("num_draft_tokens")
-    return int(drafts) if drafts else None
-
-
-def _delta(before: dict[str, Any], after: dict[str, Any], key: str) -> float | None:
-    a, b = before.get(key), after.get(key)
-    if a is None or b is None or b < a:
-        return None
-    return float(b - a)
+    if algorithm == "DDTREE" and cell.ddtree_budget:
+        return cell.ddtree_budget + 1
+    drafts = cell.server_draft_tokens or cell.num_draft_tokens
+    return drafts or None
 
 
 def summarize_level(
-    level: dict[str, Any],
-    requests: list[dict[str, Any]],
-    cell: dict[str, Any],
-    telemetry: list[dict[str, Any]],
-) -> dict[str, Any]:
-    scale = float(level.get("time_scale") or 1.0)
-    ok = [r for r in requests if not r.get("error")]
+    level: LevelRecord,
+    requests: Sequence[RequestResult],
+    cell: CellMeta,
+    gpu: Sequence[RunGpuReading],
+) -> LevelSummary:
+    """One level from its record, its requests, its cell and the run's GPU readings."""
+    scale = level.time_scale
+    ok = [r for r in requests if not r.error]
     errors: dict[str, int] = defaultdict(int)
     for request in requests:
-        if request.get("error"):
-            errors[str(request["error"])] += 1
-    duration = float(level.get("wall_s") or 0.0) * scale
-    output_tokens = sum(int(r.get("output_tokens") or 0) for r in ok)
-    gaps = [g / 1e6 for r in ok for g in r.get("chunk_gaps_us") or ()]
-    before = level.get("counters_before") or {}
-    after = level.get("counters_after") or {}
-    verify_delta = _delta(before, after, "spec_verify_calls")
-    generation_delta = _delta(before, after, "generation_tokens")
+        if request.error:
+            errors[str(request.error)] += 1
+    duration = float(level.wall_s or 0.0) * scale
+    output_tokens = sum(int(r.output_tokens or 0) for r in ok)
+    gaps = [g / 1e6 for r in ok for g in r.chunk_gaps_us]
+    before, after = level.counters_before, level.counters_after
+    verify_delta = before.delta(after, "spec_verify_calls") if before else None
+    generation_delta = before.delta(after, "generation_tokens") if before else None
     accept_counters = (
         generation_delta / verify_delta if verify_delta and generation_delta is not None else None
     )
-    per_request_accept = mean([r.get("accept_length") for r in ok])
+    per_request_accept = mean([r.accept_length for r in ok])
     steps = []
     for r in ok:
-        count = r.get("spec_verify_ct") or ((r.get("output_tokens") or 0) - 1)
-        if count and r.get("e2e_s") is not None and r.get("ttft_s") is not None:
-            steps.append((r["e2e_s"] - r["ttft_s"]) / count)
+        count = r.spec_verify_ct or ((r.output_tokens or 0) - 1)
+        if count and r.e2e_s is not None and r.ttft_s is not None:
+            steps.append((r.e2e_s - r.ttft_s) / count)
     step_time = mean(steps)
     accept = accept_counters if accept_counters is not None else per_request_accept
-    algorithm = cell.get("algorithm")
-    if algorithm is None:
+    if cell.algorithm is None:
         # Unknown (a --url server whose /server_info did not say): measured acceptance wins.
         speculative = accept is not None
     else:
-        speculative = str(algorithm).upper() not in ("OFF", "NONE", "")
+        speculative = cell.algorithm.upper() not in ("OFF", "NONE", "")
     accepted_per_step = accept if speculative else 1.0
-    tokens_per_chunk = mean([r.get("tokens_per_chunk") for r in ok])
-    summary: dict[str, Any] = {
-        "level": level.get("level"),
-        "label": level.get("label"),
-        "concurrency": level.get("concurrency"),
-        "rate": level.get("rate"),
-        "status": level.get("status", "done"),
-        "requests": len(ok),
-        "errors": sum(errors.values()),
-        "error_kinds": dict(errors),
-        "duration_s": duration,
-        "output_tokens": output_tokens,
-        "output_tok_s": output_tokens / duration if duration > 0 else None,
-        "request_s": len(ok) / duration if duration > 0 else None,
-        "accept_length": accepted_per_step if speculative else None,
-        "accept_length_counters": accept_counters,
-        "accept_length_per_request": per_request_accept,
-        "accept_length_gauge": after.get("accept_length_gauge"),
-        "tokens_per_chunk": tokens_per_chunk,
-        "verify_tokens_per_step": verify_tokens_per_step(cell),
-        "accepted_tokens_per_step": accepted_per_step,
-        "step_time_s": step_time,
-        "effective_tok_s": (
+    tokens_per_chunk = mean([r.tokens_per_chunk for r in ok])
+    picked = _gpu_readings(gpu, level, cell)
+    return LevelSummary(
+        level=level.level,
+        label=level.label,
+        concurrency=level.concurrency,
+        rate=level.rate,
+        status=level.status,
+        requests=len(ok),
+        errors=sum(errors.values()),
+        error_kinds=dict(errors),
+        duration_s=duration,
+        output_tokens=output_tokens,
+        output_tok_s=output_tokens / duration if duration > 0 else None,
+        request_s=len(ok) / duration if duration > 0 else None,
+        accept_length=accepted_per_step if speculative else None,
+        accept_length_counters=accept_counters,
+        accept_length_per_request=per_request_accept,
+        accept_length_gauge=after.accept_length_gauge if after else None,
+        tokens_per_chunk=tokens_per_chunk,
+        verify_tokens_per_step=verify_tokens_per_step(cell),
+        accepted_tokens_per_step=accepted_per_step,
+        step_time_s=step_time,
+        effective_tok_s=(
             accepted_per_step / step_time if step_time and accepted_per_step else None
         ),
-    }
-    if speculative and tokens_per_chunk and accept:
-        summary["chunk_accept_mismatch"] = abs(tokens_per_chunk - accept) / accept
-    summary.update(describe([r.get("ttft_s") for r in ok], "ttft"))
-    summary.update(describe([r.get("itl_s") for r in ok], "itl"))
-    summary.update(describe([r.get("e2e_s") for r in ok], "e2e"))
-    summary.update(describe(gaps, "chunk_gap"))
-    summary.update(_telemetry_averages(telemetry, level, cell))
-    return summary
+        chunk_accept_mismatch=(
+            abs(tokens_per_chunk - accept) / accept
+            if speculative and tokens_per_chunk and accept
+            else None
+        ),
+        ttft=describe([r.ttft_s for r in ok]),
+        itl=describe([r.itl_s for r in ok]),
+        e2e=describe([r.e2e_s for r in ok]),
+        chunk_gap=describe(gaps),
+        gpu_util_pct=mean([t.util_pct for t in picked]),
+        gpu_power_w=mean([t.power_w for t in picked]),
+        pcie_rx_bytes_s=mean([t.pcie_rx_bytes_s for t in picked]),
+        pcie_tx_bytes_s=mean([t.pcie_tx_bytes_s for t in picked]),
+        gpu_samples=len(picked),
+    )
 
 
-def _telemetry_averages(
-    telemetry: list[dict[str, Any]], level: dict[str, Any], cell: dict[str, Any]
-) -> dict[str, Any]:
-    start, end = level.get("started_wall"), level.get("ended_wall")
-    gpus = set(cell.get("gpus") or [])
-    picked = [
-        t
-        for t in telemetry
-        if t.get("kind") == "gpu"
-        and start is not None
-        and end is not None
-        and start <= t.get("t_wall", 0) <= end
-        and (not gpus or t.get("index") in gpus)
-    ]
-    return {
-        "gpu_util_pct": mean([t.get("util_pct") for t in picked]),
-        "gpu_power_w": mean([t.get("power_w") for t in picked]),
-        "pcie_rx_bytes_s": mean([t.get("pcie_rx_bytes_s") for t in picked]),
-        "pcie_tx_bytes_s": mean([t.get("pcie_tx_bytes_s") for t in picked]),
-        "gpu_samples": len(picked),
-    }
+def _gpu_readings(
+    gpu: Sequence[RunGpuReading], level: LevelRecord, cell: CellMeta
+) -> list[RunGpuReading]:
+    """The readings taken while the level ran, of the cell's GPUs (all when not known)."""
+    start, end = level.started_wall, level.ended_wall
+    if start is None or end is None:
+        return []
+    gpus = set(cell.gpus)
+    return [t for t in gpu if start <= t.t_wall <= end and (not gpus or t.index in gpus)]
 
 
-def summarize_run(run: RunDir) -> dict[str, Any]:
+def _requests_by_level(run: RunDir) -> dict[tuple[str, int, int], list[RequestResult]]:
+    by_level: dict[tuple[str, int, int], list[RequestResult]] = defaultdict(list)
+    for row in run.read_jsonl("requests.jsonl"):
+        try:
+            key = (str(row.get("cell")), int(row.get("level", -1)), int(row.get("attempt", 1)))
+            by_level[key].append(RequestResult.from_json(row))
+        except (TypeError, ValueError, OverflowError):
+            continue  # a line no ddconsole wrote: skipped, not the run
+    return by_level
+
+
+def _level_records(run: RunDir) -> list[LevelRecord]:
+    records = []
+    for row in run.read_jsonl("levels.jsonl"):
+        try:
+            records.append(LevelRecord.from_json(row))
+        except ValueError:
+            continue
+    return records
+
+
+def summarize_run(run: RunDir) -> RunSummary:
+    """The run's summary, computed from its files (readers use `load_summary`)."""
     meta = run.meta()
-    levels = run.read_jsonl("levels.jsonl")
-    requests = run.read_jsonl("requests.jsonl")
-    telemetry = run.read_jsonl("telemetry.jsonl")
-    by_level: dict[tuple[str, int, int], list[dict[str, Any]]] = defaultdict(list)
-    for request in requests:
-        by_level[
-            (
-                str(request.get("cell")),
-                int(request.get("level", -1)),
-                int(request.get("attempt", 1)),
-            )
-        ].append(request)
+    records = _level_records(run)
+    requests = _requests_by_level(run)
+    gpu = run_gpu_readings(run.path)
     cells_out = []
-    for cell in meta.get("cells", []):
-        cell_levels = sorted(
-            (lv for lv in levels if lv.get("cell") == cell["cell_id"]),
-            key=lambda lv: int(lv.get("level", 0)),
-        )
+    for entry in meta.get("cells", []):
+        if not isinstance(entry, dict):
+            continue
+        cell = CellMeta.from_json(entry)
         # A level run again after --resume supersedes the earlier attempt.
-        latest: dict[int, dict[str, Any]] = {}
-        for level in cell_levels:
-            latest[int(level["level"])] = level
+        latest: dict[int, LevelRecord] = {}
+        for record in sorted((r for r in records if r.cell == cell.cell_id), key=lambda r: r.level):
+            latest[record.level] = record
         if meta.get("kind") == "sglang-bench":
-            summaries = [dict(level) for level in meta.get("imported_levels", [])]
+            levels = tuple(
+                LevelSummary.from_json(level)
+                for level in meta.get("imported_levels", [])
+                if isinstance(level, dict)
+            )
         else:
-            summaries = [
-                summarize_level(
-                    level,
-                    by_level[(cell["cell_id"], index, int(level.get("attempt", 1)))],
-                    cell,
-                    telemetry,
-                )
-                for index, level in sorted(latest.items())
-            ]
+            levels = tuple(
+                summarize_level(record, requests[(cell.cell_id, index, record.attempt)], cell, gpu)
+                for index, record in sorted(latest.items())
+            )
         cells_out.append(
-            {
-                "cell_id": cell["cell_id"],
-                "profile": cell.get("profile"),
-                "layout": cell.get("layout"),
-                "variant": cell.get("variant"),
-                "algorithm": cell.get("algorithm"),
-                "architecture": cell.get("architecture"),
-                "ddtree_budget": cell.get("ddtree_budget"),
-                "server": cell.get("server_id") or cell.get("url"),
-                "status": cell.get("status", "pending"),
-                "reason": cell.get("reason"),
-                "levels": summaries,
-            }
+            CellSummary(
+                cell_id=cell.cell_id,
+                profile=cell.profile,
+                layout=cell.layout,
+                variant=cell.variant,
+                algorithm=cell.algorithm,
+                architecture=cell.architecture,
+                ddtree_budget=cell.ddtree_budget,
+                server=cell.server_id or cell.url,
+                status=cell.status,
+                reason=cell.reason,
+                levels=levels,
+            )
         )
-    _speedups(cells_out)
-    status = meta.get("status", "unknown")
+    cells = _with_speedups(cells_out)
+    status = str(meta.get("status", "unknown"))
     if status == "running" and run.owner_alive() is None:
         status = "interrupted"
-    return {
-        "schema_version": 1,
-        "run_id": run.run_id,
-        "run_dir": str(run.path),
-        "name": meta.get("name"),
-        "kind": meta.get("kind"),
-        "status": status,
-        "created_wall": meta.get("created_wall"),
-        "fingerprint": meta.get("fingerprint", {}),
-        "time_scale": meta.get("time_scale", 1.0),
-        "workload": meta.get("workload"),
-        "cells": cells_out,
-        "best": best_per_level(cells_out),
-        "findings": [f.to_json() for f in find_all([CellFacts.from_json(c) for c in cells_out])],
-    }
+    created = meta.get("created_wall")
+    workload = meta.get("workload")
+    scale = meta.get("time_scale", 1.0)
+    return RunSummary(
+        run_id=run.run_id,
+        run_dir=str(run.path),
+        name=None if meta.get("name") is None else str(meta.get("name")),
+        kind=None if meta.get("kind") is None else str(meta.get("kind")),
+        status=status,
+        created_wall=float(created) if isinstance(created, int | float) else None,
+        fingerprint=dict(meta.get("fingerprint") or {}),
+        time_scale=float(scale) if isinstance(scale, int | float) else 1.0,
+        workload=dict(workload) if isinstance(workload, dict) else None,
+        cells=cells,
+        best=best_per_level(cells),
+        findings=tuple(find_all([cell.facts() for cell in cells])),
+    )
 
 
-def _speedups(cells: list[dict[str, Any]]) -> None:
-    baseline: dict[tuple[Any, ...], float] = {}
+def _with_speedups(cells: Sequence[CellSummary]) -> tuple[CellSummary, ...]:
+    """Each level's output tok/s over its `off` twin (same profile, layout and load)."""
+    baseline: dict[tuple[str | None, str | None, int | None, float | None], float] = {}
     for cell in cells:
-        if (cell.get("algorithm") or "off").upper() in ("OFF", "NONE"):
-            for level in cell["levels"]:
-                if level.get("output_tok_s"):
-                    baseline[
-                        (cell["profile"], cell["layout"], level["concurrency"], level["rate"])
-                    ] = level["output_tok_s"]
+        if cell.is_autoregressive:
+            for level in cell.levels:
+                if level.output_tok_s:
+                    key = (cell.profile, cell.layout, level.concurrency, level.rate)
+                    baseline[key] = level.output_tok_s
+    out = []
     for cell in cells:
-        for level in cell["levels"]:
-            base = baseline.get(
-                (cell["profile"], cell["layout"], level["concurrency"], level["rate"])
-            )
-            level["speedup_vs_off"] = (
-                level["output_tok_s"] / base if base and level.get("output_tok_s") else None
-            )
+        levels = []
+        for level in cell.levels:
+            base = baseline.get((cell.profile, cell.layout, level.concurrency, level.rate))
+            speedup = level.output_tok_s / base if base and level.output_tok_s else None
+            levels.append(replace(level, speedup_vs_off=speedup))
+        out.append(replace(cell, levels=tuple(levels)))
+    return tuple(out)
 
 
-def best_per_level(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    best: dict[tuple[Any, Any], dict[str, Any]] = {}
+def best_per_level(cells: Sequence[CellSummary]) -> tuple[BestLevel, ...]:
+    best: dict[tuple[int | None, float | None], BestLevel] = {}
     for cell in cells:
-        for level in cell["levels"]:
-            tok_s = level.get("output_tok_s")
-            if tok_s is None or level.get("requests", 0) == 0:
+        for level in cell.levels:
+            tok_s = level.output_tok_s
+            if tok_s is None or level.requests == 0:
                 continue
-            key = (level["concurrency"], level["rate"])
-            if key not in best or tok_s > best[key]["output_tok_s"]:
-                best[key] = {
-                    "concurrency": level["concurrency"],
-                    "rate": level["rate"],
-                    "profile": cell["profile"],
-                    "layout": cell["layout"],
-                    "variant": cell["variant"],
-                    "output_tok_s": tok_s,
-                }
-    return [best[k] for k in sorted(best, key=lambda k: (k[0] or 0, k[1] or 0))]
-
-
-CSV_COLUMNS = (
-    "profile",
-    "layout",
-    "variant",
-    "status",
-    "concurrency",
-    "rate",
-    "requests",
-    "errors",
-    "duration_s",
-    "output_tok_s",
-    "speedup_vs_off",
-    "verify_tokens_per_step",
-    "step_time_s",
-    "accepted_tokens_per_step",
-    "accept_length_counters",
-    "accept_length_per_request",
-    "accept_length_gauge",
-    "tokens_per_chunk",
-    "effective_tok_s",
-    "ttft_p50_s",
-    "ttft_p90_s",
-    "ttft_p95_s",
-    "ttft_p99_s",
-    "itl_p50_s",
-    "itl_p90_s",
-    "itl_p95_s",
-    "itl_p99_s",
-    "e2e_p50_s",
-    "e2e_p99_s",
-    "chunk_gap_p50_s",
-    "chunk_gap_p99_s",
-    "gpu_util_pct",
-    "gpu_power_w",
-    "pcie_rx_bytes_s",
-    "pcie_tx_bytes_s",
-)
-
-
-def to_csv(summary: dict[str, Any]) -> str:
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(CSV_COLUMNS)
-    for cell in summary["cells"]:
-        for level in cell["levels"]:
-            row = []
-            for column in CSV_COLUMNS:
-                value = (
-                    cell.get(column)
-                    if column in ("profile", "layout", "variant", "status")
-                    else level.get(column)
+            key = (level.concurrency, level.rate)
+            if key not in best or tok_s > best[key].output_tok_s:
+                best[key] = BestLevel(
+                    concurrency=level.concurrency,
+                    rate=level.rate,
+                    profile=cell.profile,
+                    layout=cell.layout,
+                    variant=cell.variant,
+                    output_tok_s=tok_s,
                 )
-                row.append(
-                    "" if value is None else (f"{value:.6g}" if isinstance(value, float) else value)
-                )
-            writer.writerow(row)
-    return out.getvalue()
+    return tuple(best[k] for k in sorted(best, key=lambda k: (k[0] or 0, k[1] or 0)))
 
 
-def _ms(value: Any) -> str:
-    return "-" if value is None else f"{value * 1000:.1f}"
-
-
-def _num(value: Any, spec: str = ".1f") -> str:
-    return (
-        "-"
-        if value is None or (isinstance(value, float) and math.isnan(value))
-        else f"{value:{spec}}"
-    )
-
-
-def to_markdown(summary: dict[str, Any]) -> str:
-    lines = [f"# Run {summary['run_id']}", ""]
-    fp = summary.get("fingerprint") or {}
-    lines.append(
-        f"{summary.get('name')} ({summary.get('kind')}, {summary.get('status')}); "
-        f"host {fp.get('host', '?')}, GPUs {fp.get('gpu_names') or '?'}, driver "
-        f"{fp.get('driver') or '?'}"
-        + (
-            f"; simulator time x{summary['time_scale']:g}"
-            if summary.get("time_scale", 1) != 1
-            else ""
-        )
-    )
-    lines += [
-        "",
-        "| profile | layout | variant | conc | verify tok/step | step ms | "
-        "accepted/step | output tok/s | speedup | TTFT p50/p99 ms | ITL p50/p99 ms |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for cell in summary["cells"]:
-        if not cell["levels"]:
-            lines.append(
-                f"| {cell['profile']} | {cell['layout']} | {cell['variant']} | - | - "
-                f"| - | - | - | - | {cell['status']}: {cell.get('reason') or ''} | |"
-            )
-        for level in cell["levels"]:
-            lines.append(
-                f"| {cell['profile']} | {cell['layout']} | {cell['variant']} | "
-                f"{level['concurrency'] or level['rate']} | "
-                f"{_num(level.get('verify_tokens_per_step'), 'd')} | "
-                f"{_ms(level.get('step_time_s'))} | "
-                f"{_num(level.get('accepted_tokens_per_step'), '.2f')} | "
-                f"{_num(level.get('output_tok_s'))} | "
-                f"{_num(level.get('speedup_vs_off'), '.2f')}x | "
-                f"{_ms(level.get('ttft_p50_s'))}/{_ms(level.get('ttft_p99_s'))} | "
-                f"{_ms(level.get('itl_p50_s'))}/{_ms(level.get('itl_p99_s'))} |"
-            )
-    lines += [
-        "",
-        "ITL is per request, excluding the first token: (last token - first token) / "
-        "(output tokens - 1), i.e. vLLM's TPOT. Acceptance is tokens committed per verify "
-        "step (bonus included) from SGLang's counters before and after each level.",
-    ]
-    if summary["findings"]:
-        lines += ["", "## Findings", ""]
-        lines += [f"- **{f['kind']}**: {f['message']}" for f in summary["findings"]]
-    if summary["best"]:
-        lines += ["", "## Best per level", ""]
-        lines += [
-            f"- concurrency {b['concurrency'] or b['rate']}: {b['profile']} {b['layout']} "
-            f"{b['variant']} at {b['output_tok_s']:.1f} tok/s"
-            for b in summary["best"]
-        ]
-    return "\n".join(lines) + "\n"
-
-
-def write_summaries(run: RunDir) -> dict[str, Any]:
-    summary = summarize_run(run)
-    import json
-
-    run.write_text("summary.json", json.dumps(summary, indent=2, default=str) + "\n")
+def write_summaries(run: RunDir, summary: RunSummary | None = None) -> RunSummary:
+    """Compute (unless given) and write `summary.json`, `.csv` and `.md`, each atomically."""
+    summary = summarize_run(run) if summary is None else summary
+    run.write_text(SUMMARY_FILE, json.dumps(summary.to_json(), indent=2, default=str) + "\n")
     run.write_text("summary.csv", to_csv(summary))
     run.write_text("summary.md", to_markdown(summary))
     return summary
+
+
+# -- the cache of record -----------------------------------------------------------------
+
+# Summaries already read, by folder, with the stat signature they were read under: a screen
+# that asks every second gets the same object back without reading a file.
+_LOADED: dict[Path, tuple[tuple[int, ...], RunSummary]] = {}
+_LOADED_LOCK = threading.Lock()
+
+
+def _sources_signature(path: Path) -> tuple[int, ...] | None:
+    """Newest mtime (ns) over the files a summary is built from, and their sizes; None when
+    there is no run.json."""
+    times: list[int] = []
+    sizes: list[int] = []
+    names = [*SOURCE_FILES, *sorted(p.name for p in path.glob(TELEMETRY_GLOB))]
+    for name in names:
+        try:
+            stat = (path / name).stat()
+        except OSError:
+            if name == "run.json":
+                return None
+            continue
+        times.append(stat.st_mtime_ns)
+        sizes.append(stat.st_size)
+    return (max(times), *sizes)
+
+
+def _read_cached(run: RunDir, newest_source_ns: int) -> RunSummary | None:
+    """`summary.json` when it is strictly newer than every source and of this schema."""
+    path = run.path / SUMMARY_FILE
+    try:
+        if path.stat().st_mtime_ns <= newest_source_ns:
+            return None
+        return RunSummary.from_json(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return None  # missing, damaged or foreign: rebuilt, never trusted
+
+
+def load_summary(run: RunDir) -> RunSummary:
+    """The run's summary through its cache of record.
+
+    `summary.json` is returned while it is newer than run.json, levels.jsonl, requests.jsonl
+    and the telemetry; otherwise the summary is rebuilt and the files rewritten (unless a
+    live campaign owns the run: it writes its own after every level). Raises ConsoleError
+    for a run whose run.json cannot be read.
+    """
+    signature = _sources_signature(run.path)
+    if signature is None:
+        return summarize_run(run)  # raises the run's own "unreadable" error
+    try:
+        summary_stat = (run.path / SUMMARY_FILE).stat()
+        key = (*signature, summary_stat.st_mtime_ns, summary_stat.st_size)
+    except OSError:
+        key = signature
+    with _LOADED_LOCK:
+        held = _LOADED.get(run.path)
+    if held is not None and held[0] == key and held[1].status != "running":
+        return held[1]
+    summary = _read_cached(run, signature[0])
+    if summary is not None:
+        summary = replace(summary, run_dir=str(run.path))
+        if summary.status == "running" and run.owner_alive() is None:
+            summary = None  # its campaign died without saying so: rebuilt as interrupted
+    if summary is None:
+        summary = summarize_run(run)
+        if run.owner_alive() is None:
+            try:
+                write_summaries(run, summary)
+            except RunWriteError:
+                pass  # a read-only results folder still shows its runs
+            else:
+                key = (*signature, *_summary_stat(run))
+    with _LOADED_LOCK:
+        _LOADED[run.path] = (key, summary)
+    return summary
+
+
+def _summary_stat(run: RunDir) -> tuple[int, int]:
+    try:
+        stat = (run.path / SUMMARY_FILE).stat()
+    except OSError:
+        return (0, 0)
+    return (stat.st_mtime_ns, stat.st_size)
+
+
+def try_load_summary(run: RunDir) -> RunSummary | None:
+    """`load_summary`, or None for a run that cannot be read (a run.json that is not one,
+    or of another version)."""
+    try:
+        return load_summary(run)
+    except (ConsoleError, ValueError, TypeError, KeyError):
+        return None

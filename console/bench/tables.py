@@ -1,149 +1,345 @@
-"""Run summaries and comparisons as rows of text: one layout for the CLI and the TUI."""
+"""Run summaries as text: ONE column table behind every rendering.
+
+`COLUMNS` names each column once (its CSV name, its header, how to read it from a cell and
+level, its format). The terminal (`runs show`, the end-of-run print), the TUI tables,
+`summary.md` and `summary.csv` are views: tuples of column names. A new level field shows
+everywhere by adding its column here and its name to the views that should carry it.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import csv
+import io
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-SUMMARY_HEADERS = (
-    "PROFILE",
-    "LAYOUT",
-    "VARIANT",
-    "CONC",
-    "VERIFY/STEP",
-    "STEP MS",
-    "ACCEPT/STEP",
-    "TOK/S",
-    "SPEEDUP",
-    "TTFT P50/P99",
-    "ITL P50/P99",
-    "REQUESTS",
+from console.bench.results import CellSummary, LevelSummary, RunSummary
+
+if TYPE_CHECKING:
+    from console.bench.compare import CompareResult
+
+Value = float | int | str | None
+Getter = Callable[[CellSummary, LevelSummary], Value]
+
+
+def fmt(value: Value, spec: str, scale: float = 1.0) -> str:
+    """`-` for a missing value (or NaN), else the value (times `scale`) in `spec`."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, str):
+        return value
+    return f"{value if scale == 1.0 else value * scale:{spec}}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Column:
+    """One column: `name` heads it in CSV (the level field it shows, where it is one),
+    `header` in the terminal, the TUI and Markdown."""
+
+    name: str
+    header: str
+    get: Getter
+    spec: str = ".1f"
+    scale: float = 1.0
+    """Shown value = value x scale (seconds shown as ms: 1000); CSV keeps the raw value."""
+    suffix: str = ""
+    """Appended to a shown value (not to `-`)."""
+    parts: tuple[str, ...] = ()
+    """A joined column (`TTFT P50/P99`): these columns' values in this column's format."""
+
+    def text(self, cell: CellSummary, level: LevelSummary) -> str:
+        if self.parts:
+            return "/".join(
+                fmt(COLUMNS[part].get(cell, level), self.spec, self.scale) for part in self.parts
+            )
+        value = self.get(cell, level)
+        shown = fmt(value, self.spec, self.scale)
+        return shown + self.suffix if value else shown
+
+    def csv(self, cell: CellSummary, level: LevelSummary) -> str:
+        value = self.get(cell, level)
+        if value is None:
+            return ""
+        return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+    @property
+    def per_cell(self) -> bool:
+        """Reads the cell only (shown on a failed cell's row, which has no level)."""
+        return self.name in CELL_COLUMNS
+
+
+def _requests(_: CellSummary, level: LevelSummary) -> str:
+    return f"{level.requests} ok" + (f", {level.errors} err" if level.errors else "")
+
+
+def _column(
+    name: str, header: str, get: Getter, spec: str = ".1f", scale: float = 1.0, suffix: str = ""
+) -> Column:
+    return Column(name=name, header=header, get=get, spec=spec, scale=scale, suffix=suffix)
+
+
+def _ms(name: str, header: str, get: Getter, spec: str = ".1f") -> Column:
+    return _column(name, header, get, spec, 1000.0)
+
+
+def _joined(name: str, header: str, parts: tuple[str, ...], spec: str) -> Column:
+    return Column(
+        name=name, header=header, get=lambda c, lv: None, spec=spec, scale=1000.0, parts=parts
+    )
+
+
+_TABLE: tuple[Column, ...] = (
+    # The cell.
+    _column("profile", "PROFILE", lambda c, lv: c.profile, "s"),
+    _column("cell", "PROFILE", lambda c, lv: c.name, "s"),
+    _column("cell_key", "CELL", lambda c, lv: c.key, "s"),
+    _column("layout", "LAYOUT", lambda c, lv: c.layout, "s"),
+    _column("variant", "VARIANT", lambda c, lv: c.variant, "s"),
+    _column("variant_or_server", "VARIANT", lambda c, lv: c.variant or c.server, "s"),
+    _column("status", "STATUS", lambda c, lv: c.status, "s"),
+    # The level's load and outcome.
+    _column("load", "CONC", lambda c, lv: lv.load_label, "s"),
+    _column("concurrency", "CONC", lambda c, lv: lv.concurrency, "d"),
+    _column("rate", "RATE", lambda c, lv: lv.rate, "g"),
+    _column("requests", "OK", lambda c, lv: lv.requests, "d"),
+    _column("errors", "ERRORS", lambda c, lv: lv.errors, "d"),
+    _column("request_outcome", "REQUESTS", _requests, "s"),
+    _column("duration_s", "SECONDS", lambda c, lv: lv.duration_s, ".1f"),
+    # Throughput and speculation (DESIGN 1's table).
+    _column("output_tok_s", "TOK/S", lambda c, lv: lv.output_tok_s, ".1f"),
+    _column("speedup_vs_off", "SPEEDUP", lambda c, lv: lv.speedup_vs_off, ".2f", suffix="x"),
+    _column("verify_tokens_per_step", "VERIFY/STEP", lambda c, lv: lv.verify_tokens_per_step, "d"),
+    _ms("step_time_s", "STEP MS", lambda c, lv: lv.step_time_s),
+    _column(
+        "accepted_tokens_per_step",
+        "ACCEPT/STEP",
+        lambda c, lv: lv.accepted_tokens_per_step,
+        ".2f",
+    ),
+    _column("accept_length", "ACCEPT", lambda c, lv: lv.accept_length, ".2f"),
+    _column("accept_length_counters", "ACCEPT CTR", lambda c, lv: lv.accept_length_counters, ".2f"),
+    _column(
+        "accept_length_per_request",
+        "ACCEPT REQ",
+        lambda c, lv: lv.accept_length_per_request,
+        ".2f",
+    ),
+    _column("accept_length_gauge", "ACCEPT GAUGE", lambda c, lv: lv.accept_length_gauge, ".2f"),
+    _column("tokens_per_chunk", "TOK/CHUNK", lambda c, lv: lv.tokens_per_chunk, ".2f"),
+    _column("effective_tok_s", "EFFECTIVE TOK/S", lambda c, lv: lv.effective_tok_s, ".1f"),
+    # Latency (ms on screen, seconds in CSV).
+    _ms("ttft_p50_s", "TTFT P50", lambda c, lv: lv.ttft.p50),
+    _ms("ttft_p90_s", "TTFT P90", lambda c, lv: lv.ttft.p90),
+    _ms("ttft_p95_s", "TTFT P95", lambda c, lv: lv.ttft.p95),
+    _ms("ttft_p99_s", "TTFT P99", lambda c, lv: lv.ttft.p99),
+    _ms("itl_p50_s", "ITL P50", lambda c, lv: lv.itl.p50),
+    _ms("itl_p90_s", "ITL P90", lambda c, lv: lv.itl.p90),
+    _ms("itl_p95_s", "ITL P95", lambda c, lv: lv.itl.p95),
+    _ms("itl_p99_s", "ITL P99", lambda c, lv: lv.itl.p99),
+    _ms("e2e_p50_s", "E2E P50", lambda c, lv: lv.e2e.p50),
+    _ms("e2e_p99_s", "E2E P99", lambda c, lv: lv.e2e.p99),
+    _ms("chunk_gap_p50_s", "GAP P50", lambda c, lv: lv.chunk_gap.p50),
+    _ms("chunk_gap_p99_s", "GAP P99", lambda c, lv: lv.chunk_gap.p99),
+    _joined("ttft_p50_p99", "TTFT P50/P99", ("ttft_p50_s", "ttft_p99_s"), ".0f"),
+    _joined("itl_p50_p99", "ITL P50/P99", ("itl_p50_s", "itl_p99_s"), ".1f"),
+    # The GPUs while the level ran.
+    _column("gpu_util_pct", "GPU %", lambda c, lv: lv.gpu_util_pct, ".0f"),
+    _column("gpu_power_w", "POWER W", lambda c, lv: lv.gpu_power_w, ".0f"),
+    _column("pcie_rx_bytes_s", "PCIE RX GB/S", lambda c, lv: lv.pcie_rx_bytes_s, ".2f", 1e-9),
+    _column("pcie_tx_bytes_s", "PCIE TX GB/S", lambda c, lv: lv.pcie_tx_bytes_s, ".2f", 1e-9),
 )
-LATENCY_HEADERS = (
-    "VARIANT",
-    "CONC",
-    "TTFT P50",
-    "TTFT P90",
-    "TTFT P99",
-    "ITL P50",
-    "ITL P90",
-    "ITL P99",
-    "E2E P50",
-    "E2E P99",
+COLUMNS: dict[str, Column] = {column.name: column for column in _TABLE}
+CELL_COLUMNS = frozenset({"profile", "cell", "cell_key", "layout", "variant", "status"})
+
+# -- views: which columns each rendering shows -------------------------------------------
+
+SUMMARY_VIEW = (
+    "cell",
+    "layout",
+    "variant",
+    "load",
+    "verify_tokens_per_step",
+    "step_time_s",
+    "accepted_tokens_per_step",
+    "output_tok_s",
+    "speedup_vs_off",
+    "ttft_p50_p99",
+    "itl_p50_p99",
+    "request_outcome",
 )
-COMPARE_HEADERS = (
-    "CELL",
-    "CONC",
-    "TOK/S A / B",
-    "ACCEPT A / B",
-    "STEP MS A / B",
-    "TTFT P50 A / B",
-    "ITL P50 A / B",
+"""The terminal's and the TUI's run table (DESIGN 1), and `summary.md`'s."""
+LATENCY_VIEW = (
+    "variant_or_server",
+    "load",
+    "ttft_p50_s",
+    "ttft_p90_s",
+    "ttft_p99_s",
+    "itl_p50_s",
+    "itl_p90_s",
+    "itl_p99_s",
+    "e2e_p50_s",
+    "e2e_p99_s",
 )
+CSV_VIEW = (
+    "profile",
+    "layout",
+    "variant",
+    "status",
+    "concurrency",
+    "rate",
+    "requests",
+    "errors",
+    "duration_s",
+    "output_tok_s",
+    "speedup_vs_off",
+    "verify_tokens_per_step",
+    "step_time_s",
+    "accepted_tokens_per_step",
+    "accept_length_counters",
+    "accept_length_per_request",
+    "accept_length_gauge",
+    "tokens_per_chunk",
+    "effective_tok_s",
+    "ttft_p50_s",
+    "ttft_p90_s",
+    "ttft_p95_s",
+    "ttft_p99_s",
+    "itl_p50_s",
+    "itl_p90_s",
+    "itl_p95_s",
+    "itl_p99_s",
+    "e2e_p50_s",
+    "e2e_p99_s",
+    "chunk_gap_p50_s",
+    "chunk_gap_p99_s",
+    "gpu_util_pct",
+    "gpu_power_w",
+    "pcie_rx_bytes_s",
+    "pcie_tx_bytes_s",
+)
+COMPARE_METRICS = (
+    "output_tok_s",
+    "accept_length",
+    "step_time_s",
+    "ttft_p50_s",
+    "ttft_p99_s",
+    "itl_p50_s",
+    "itl_p99_s",
+    "e2e_p50_s",
+)
+"""What `runs compare` puts side by side (its JSON has all; the table the first five)."""
+COMPARE_SHOWN = (
+    ("output_tok_s", "TOK/S A / B", None),
+    ("accept_length", "ACCEPT A / B", None),
+    ("step_time_s", "STEP MS A / B", None),
+    ("ttft_p50_s", "TTFT P50 A / B", ".0f"),
+    ("itl_p50_s", "ITL P50 A / B", None),
+)
+"""Compare table columns: (column, header, format when not the column's own)."""
+
+
+def headers(view: Sequence[str]) -> tuple[str, ...]:
+    return tuple(COLUMNS[name].header for name in view)
+
+
+SUMMARY_HEADERS = headers(SUMMARY_VIEW)
+LATENCY_HEADERS = headers(LATENCY_VIEW)
+COMPARE_HEADERS = ("CELL", "CONC", *(header for _, header, _ in COMPARE_SHOWN))
 METRIC_NOTE = (
     "ITL: per request, first token excluded (vLLM's TPOT); TTFT to the first chunk with "
     "a token; acceptance from SGLang's counters before/after each level."
 )
 
 
-def fmt(value: Any, spec: str, scale: float = 1.0) -> str:
-    if value is None:
-        return "-"
-    return f"{value if scale == 1.0 else value * scale:{spec}}"
+def view_rows(summary: RunSummary, view: Sequence[str], *, failed_cells: bool) -> list[list[str]]:
+    """One row per cell and level; with `failed_cells`, a cell without levels gets a row
+    of its own, its status and reason in the last column."""
+    columns = [COLUMNS[name] for name in view]
+    rows = []
+    for cell in summary.cells:
+        if not cell.levels and failed_cells:
+            blank = LevelSummary(level=-1)
+            row = [c.text(cell, blank) if c.per_cell else "-" for c in columns]
+            row[-1] = f"{cell.status}: {cell.reason or ''}"
+            rows.append(row)
+        for level in cell.levels:
+            rows.append([c.text(cell, level) for c in columns])
+    return rows
 
 
-def level_label(level: dict[str, Any]) -> str:
-    return str(level["concurrency"]) if level.get("rate") is None else f"{level['rate']:g}/s"
-
-
-def summary_rows(summary: dict[str, Any]) -> list[list[str]]:
+def summary_rows(summary: RunSummary) -> list[list[str]]:
     """The DESIGN 1 table: per cell and level, verify/step, step time, accepted/step,
     output tok/s, speedup over `off`, latency, request counts."""
-    rows = []
-    for cell in summary["cells"]:
-        name = cell["profile"] or cell["server"] or "-"
-        if not cell["levels"]:
-            rows.append(
-                [name, cell["layout"] or "-", cell["variant"] or "-"]
-                + ["-"] * 8
-                + [f"{cell['status']}: {cell.get('reason') or ''}"]
-            )
-        for level in cell["levels"]:
-            speedup = level.get("speedup_vs_off")
-            rows.append(
-                [
-                    name,
-                    cell["layout"] or "-",
-                    cell["variant"] or "-",
-                    level_label(level),
-                    fmt(level.get("verify_tokens_per_step"), "d"),
-                    fmt(level.get("step_time_s"), ".1f", 1000),
-                    fmt(level.get("accepted_tokens_per_step"), ".2f"),
-                    fmt(level.get("output_tok_s"), ".1f"),
-                    fmt(speedup, ".2f") + ("x" if speedup else ""),
-                    f"{fmt(level.get('ttft_p50_s'), '.0f', 1000)}/"
-                    f"{fmt(level.get('ttft_p99_s'), '.0f', 1000)}",
-                    f"{fmt(level.get('itl_p50_s'), '.1f', 1000)}/"
-                    f"{fmt(level.get('itl_p99_s'), '.1f', 1000)}",
-                    f"{level['requests']} ok"
-                    + (f", {level['errors']} err" if level["errors"] else ""),
-                ]
-            )
-    return rows
+    return view_rows(summary, SUMMARY_VIEW, failed_cells=True)
 
 
-def latency_rows(summary: dict[str, Any]) -> list[list[str]]:
+def latency_rows(summary: RunSummary) -> list[list[str]]:
     """Latency percentiles (ms) per cell and level."""
-    rows = []
-    for cell in summary["cells"]:
-        for level in cell["levels"]:
-            rows.append(
-                [cell["variant"] or cell["server"] or "-", level_label(level)]
-                + [
-                    fmt(level.get(f"{metric}_{p}_s"), ".1f", 1000)
-                    for metric, p in (
-                        ("ttft", "p50"),
-                        ("ttft", "p90"),
-                        ("ttft", "p99"),
-                        ("itl", "p50"),
-                        ("itl", "p90"),
-                        ("itl", "p99"),
-                        ("e2e", "p50"),
-                        ("e2e", "p99"),
-                    )
-                ]
-            )
-    return rows
+    return view_rows(summary, LATENCY_VIEW, failed_cells=False)
 
 
-def best_line(summary: dict[str, Any]) -> str:
+def best_line(summary: RunSummary) -> str:
     return "; ".join(
-        f"{b['concurrency'] or b['rate']}: {b['variant'] or b['profile']} "
-        f"{b['output_tok_s']:.1f} tok/s"
-        for b in summary["best"]
+        f"{b.load_label}: {b.variant or b.profile} {b.output_tok_s:.1f} tok/s" for b in summary.best
     )
 
 
-def compare_rows(result: dict[str, Any]) -> list[list[str]]:
+def to_csv(summary: RunSummary) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(CSV_VIEW)
+    columns = [COLUMNS[name] for name in CSV_VIEW]
+    for cell, level in summary.levels():
+        writer.writerow([column.csv(cell, level) for column in columns])
+    return out.getvalue()
+
+
+def to_markdown(summary: RunSummary) -> str:
+    lines = [f"# Run {summary.run_id}", ""]
+    lines.append(
+        f"{summary.name} ({summary.kind}, {summary.status}); "
+        f"host {summary.host or '?'}, GPUs {summary.gpu_names or '?'}, driver "
+        f"{summary.driver or '?'}"
+        + (f"; simulator time x{summary.time_scale:g}" if summary.time_scale != 1 else "")
+    )
+    lines += [
+        "",
+        "| " + " | ".join(SUMMARY_HEADERS) + " |",
+        "|" + " --- |" * len(SUMMARY_HEADERS),
+    ]
+    lines += ["| " + " | ".join(row) + " |" for row in summary_rows(summary)]
+    lines += [
+        "",
+        "ITL is per request, excluding the first token: (last token - first token) / "
+        "(output tokens - 1), i.e. vLLM's TPOT. Acceptance is tokens committed per verify "
+        "step (bonus included) from SGLang's counters before and after each level.",
+    ]
+    if summary.findings:
+        lines += ["", "## Findings", ""]
+        lines += [f"- **{f.kind}**: {f.message}" for f in summary.findings]
+    if summary.best:
+        lines += ["", "## Best per level", ""]
+        lines += [
+            f"- concurrency {b.load_label}: {b.profile} {b.layout} "
+            f"{b.variant} at {b.output_tok_s:.1f} tok/s"
+            for b in summary.best
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def compare_rows(result: CompareResult) -> list[list[str]]:
     rows = []
-    for row in result["rows"]:
-
-        def pair(key: str, spec: str, scale: float = 1.0, row: dict[str, Any] = row) -> str:
-            delta = row.get(f"{key}_delta_pct")
-            tail = f" ({delta:+.0f}%)" if delta is not None else ""
-            return (
-                f"{fmt(row.get(key + '_a'), spec, scale)} / "
-                f"{fmt(row.get(key + '_b'), spec, scale)}{tail}"
+    for row in result.rows:
+        cells = [row.cell, str(row.load)]
+        for name, _, spec in COMPARE_SHOWN:
+            column = COLUMNS[name]
+            shown = spec or column.spec
+            pair = row.metric(name)
+            tail = f" ({pair.delta_pct:+.0f}%)" if pair.delta_pct is not None else ""
+            cells.append(
+                f"{fmt(pair.a, shown, column.scale)} / {fmt(pair.b, shown, column.scale)}{tail}"
             )
-
-        rows.append(
-            [
-                str(row["cell"]),
-                str(row["concurrency"]),
-                pair("output_tok_s", ".1f"),
-                pair("accept_length", ".2f"),
-                pair("step_time_s", ".1f", 1000),
-                pair("ttft_p50_s", ".0f", 1000),
-                pair("itl_p50_s", ".1f", 1000),
-            ]
-        )
+        rows.append(cells)
     return rows

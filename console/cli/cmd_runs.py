@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from console.cli.render import print_json, table
-from console.cli.render_runs import print_summary
+from console.cli.render_runs import print_compare, print_summary
 from console.cli.run_common import runs_root, services
 
 
@@ -71,26 +71,28 @@ def _runs_list(args: argparse.Namespace) -> int:
 
 
 def _runs_show(args: argparse.Namespace) -> int:
+    from console.bench.results import LevelRecord
     from console.bench.rundir import RunDir
-    from console.bench.summary import summarize_run
+    from console.bench.summary import load_summary
 
     run = RunDir.open(runs_root(args, services(args)), args.run)
     if args.follow:
         seen = 0
         while True:
             lines = run.read_jsonl("levels.jsonl")
-            for level in lines[seen:]:
-                print(
-                    f"{level.get('cell')}: level {level.get('level')} {level.get('status')}",
-                    flush=True,
-                )
+            for line in lines[seen:]:
+                try:
+                    level = LevelRecord.from_json(line)
+                except ValueError:
+                    continue
+                print(f"{level.cell}: level {level.level} {level.status}", flush=True)
             seen = len(lines)
             if run.owner_alive() is None:
                 break
             time.sleep(0.5)
-    summary = summarize_run(run)
+    summary = load_summary(run)
     if args.json:
-        print_json(summary)
+        print_json(summary.to_json())
     else:
         print_summary(summary)
     return 0
@@ -99,33 +101,27 @@ def _runs_show(args: argparse.Namespace) -> int:
 def _runs_compare(args: argparse.Namespace) -> int:
     from console.bench.compare import compare_runs
     from console.bench.rundir import RunDir
-    from console.bench.summary import summarize_run
-    from console.bench.tables import COMPARE_HEADERS, compare_rows
+    from console.bench.summary import load_summary
 
     root = runs_root(args, services(args))
-    a = summarize_run(RunDir.open(root, args.run_a))
-    b = summarize_run(RunDir.open(root, args.run_b))
+    a = load_summary(RunDir.open(root, args.run_a))
+    b = load_summary(RunDir.open(root, args.run_b))
     result = compare_runs(a, b)
     if args.json:
-        print_json(result)
+        print_json(result.to_json())
         return 0
-    print(f"A = {a['run_id']} ({a.get('name')})\nB = {b['run_id']} ({b.get('name')})")
-    print(table(list(COMPARE_HEADERS), compare_rows(result)))
-    for side in ("only_a", "only_b"):
-        for item in result[side]:
-            print(f"only in {side[-1].upper()}: {item}")
+    print_compare(result, a, b)
     return 0
 
 
 def _runs_import(args: argparse.Namespace) -> int:
     from console.bench.sglang_import import import_sglang_jsonl
-    from console.bench.summary import summarize_run, write_summaries
+    from console.bench.summary import write_summaries
 
     run = import_sglang_jsonl(args.file, runs_root(args, services(args)), args.name)
-    write_summaries(run)
-    summary = summarize_run(run)
+    summary = write_summaries(run)
     if args.json:
-        print_json(summary)
+        print_json(summary.to_json())
     else:
         print(f"imported {args.file} as run {run.run_id}")
         print_summary(summary)

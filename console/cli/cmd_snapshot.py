@@ -14,11 +14,19 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from console.core.errors import ConsoleError, UsageError
 
+if TYPE_CHECKING:
+    from console.bench.results import RunSummary
+    from console.tui.headless import StaticBackend
+
 FORMATS = ("json", "md", "svg", "png")
+# What a snapshot is gathered into: its JSON document (the `snapshot.schema.json` form, built
+# here, not run data passed on), the static backend the SVG is drawn from, and the newest
+# run's summary.
+Gathered = tuple[dict[str, Any], "StaticBackend", "RunSummary | None"]
 RECENT_RECORDING_S = 600.0
 
 
@@ -134,21 +142,19 @@ def _prefill(store: Any, folder: Path, history_s: float) -> str | None:
     return str(newest)
 
 
-def _latest_run(root: Path) -> dict[str, Any] | None:
-    from console.bench.listing import list_runs
-    from console.bench.rundir import RunDir
-    from console.bench.summary import summarize_run
-
-    for row in reversed(list_runs(root)):
+def _latest_run(backend: Any) -> RunSummary | None:
+    """The newest run the backend serves that has a summary (live: the results folder,
+    through each run's cache of record; a recording: as it was recorded)."""
+    for row in reversed(backend.runs()):
         if row.error is None:
-            try:
-                return summarize_run(RunDir(row.path))
-            except ConsoleError:
-                continue
+            summary: RunSummary | None = backend.run_summary(row.run_id)
+            if summary is not None:
+                return summary
     return None
 
 
-def _gather_live(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
+def _gather_live(args: argparse.Namespace) -> Gathered:
+    from console.bench.listing import DiskRuns
     from console.cli.services import Services
     from console.export.snapshot import build_snapshot
     from console.server.session_recorder import server_json
@@ -171,12 +177,14 @@ def _gather_live(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
     servers = [server_json(s) for s in statuses]
     topology = services.topology()
     now = time.monotonic()
+    runs = DiskRuns(services.state.runs)
+    latest = _latest_run(runs)
     document = build_snapshot(
         store=store,
         now_mono=now,
         servers=servers,
         topology=topology.to_json(),
-        latest_run=_latest_run(services.state.runs),
+        latest_run=latest,
         demo=services.demo,
         source="live" + (f" + history from {prefilled}" if prefilled else ""),
         history_s=args.history,
@@ -188,11 +196,13 @@ def _gather_live(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
         topology=topology,
         runs_root=services.state.runs,
         demo=services.demo,
+        runs=runs.runs(),
+        summaries={latest.run_id: latest} if latest else None,
     )
-    return document, backend
+    return document, backend, latest
 
 
-def _gather_recording(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
+def _gather_recording(args: argparse.Namespace) -> Gathered:
     from console.cli.services import Services
     from console.export.snapshot import build_snapshot
     from console.tui.headless import StaticBackend
@@ -205,12 +215,13 @@ def _gather_recording(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
         raise UsageError(f"--at {at:g}: the recording covers 0 to {recording.duration_s:.1f} s")
     replay = ReplayBackend(recording, runs_root=services.state.runs, position_s=at, playing=False)
     servers = replay.raw_servers()
+    latest = _latest_run(replay)
     document = build_snapshot(
         store=replay.store,
         now_mono=replay.now(),
         servers=servers,
         topology=recording.header.get("topology") or {},
-        latest_run=None,
+        latest_run=latest,
         demo=replay.demo,
         source=f"recording {args.from_recording} at {at:.1f} s",
         history_s=args.history,
@@ -224,12 +235,14 @@ def _gather_recording(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
         topology=replay.topology,
         runs_root=services.state.runs,
         demo=replay.demo,
+        runs=replay.runs(),
+        summaries={latest.run_id: latest} if latest else None,
     )
-    return document, backend
+    return document, backend, latest
 
 
 def _snapshot(args: argparse.Namespace) -> int:
-    from console.bench.summary import to_markdown as run_markdown
+    from console.bench.tables import to_markdown as run_markdown
     from console.export.png import png_available, svg_to_png
     from console.export.snapshot import is_empty, to_markdown
 
@@ -240,7 +253,9 @@ def _snapshot(args: argparse.Namespace) -> int:
     if "png" in formats and not explicit and png_available() is not None:
         formats.remove("png")
         print(f"ddconsole: note: skipping png ({png_available()})", file=sys.stderr)
-    document, backend = _gather_recording(args) if args.from_recording else _gather_live(args)
+    document, backend, latest = (
+        _gather_recording(args) if args.from_recording else _gather_live(args)
+    )
     if is_empty(document) and not document["demo"]:
         raise ConsoleError(
             "nothing to snapshot: no GPUs ("
@@ -265,15 +280,14 @@ def _snapshot(args: argparse.Namespace) -> int:
     if "json" in formats:
         write("snapshot.json", json.dumps(document, indent=2, allow_nan=False) + "\n")
     if "md" in formats:
-        run = document["latest_run"]
         run_text = None
-        if run:
+        if latest is not None:
             # The run's own report, its headings one level down inside the snapshot's.
             run_text = "\n".join(
                 "###" + line[1:] if line.startswith("# ") else line
-                for line in run_markdown(run).splitlines()
+                for line in run_markdown(latest).splitlines()
             )
-        write("snapshot.md", to_markdown(document, run_text))
+        write("snapshot.md", to_markdown(document, latest, run_text))
     if "svg" in formats or "png" in formats:
         from console.tui.headless import render_svg
 

@@ -2,21 +2,35 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from console.cli.render import table
 
+if TYPE_CHECKING:
+    from console.bench.compare import CompareResult
+    from console.bench.results import RunSummary
 
-def print_summary(summary: dict[str, Any]) -> None:
+
+def print_summary(summary: RunSummary) -> None:
     from console.bench.tables import METRIC_NOTE, SUMMARY_HEADERS, best_line, summary_rows
 
-    scale = summary.get("time_scale") or 1
+    scale = summary.time_scale
     note = f"  (simulator time x{scale:g})" if scale != 1 else ""
-    print(f"run {summary['run_id']}: {summary.get('name')} [{summary['status']}]{note}")
+    print(f"run {summary.run_id}: {summary.name} [{summary.status}]{note}")
     print(table(list(SUMMARY_HEADERS), summary_rows(summary)))
     print(METRIC_NOTE)
-    for finding in summary["findings"]:
-        print(f"\n* {finding['kind']}: {finding['message']}")
-    if summary["best"]:
+    for finding in summary.findings:
+        print(f"\n* {finding.kind}: {finding.message}")
+    if summary.best:
         print(f"\nbest per level: {best_line(summary)}")
-    print(f"\nfiles: {summary['run_dir']}")
+    print(f"\nfiles: {summary.run_dir}")
+
+
+def print_compare(result: CompareResult, a: RunSummary, b: RunSummary) -> None:
+    from console.bench.tables import COMPARE_HEADERS, compare_rows
+
+    print(f"A = {a.run_id} ({a.name})\nB = {b.run_id} ({b.name})")
+    print(table(list(COMPARE_HEADERS), compare_rows(result)))
+    for side, items in (("A", result.only_a), ("B", result.only_b)):
+        for item in items:
+            print(f"only in {side}: {item}")

@@ -105,21 +105,21 @@ def execute(args: argparse.Namespace, runner: Any) -> str:
 
 
 def finish(args: argparse.Namespace, run: Any, status: str, resume_hint: str) -> int:
-    from console.bench.summary import summarize_run
+    from console.bench.summary import load_summary
 
     if status == "write-error":
         say(args, resume_hint)
         return 1
-    summary = summarize_run(run)
+    summary = load_summary(run)
     if args.json:
-        print_json(summary)
+        print_json(summary.to_json())
     else:
         print_summary(summary)
     if status == "interrupted":
         say(args, f"interrupted; {resume_hint}")
         return 130
-    failed = [c for c in summary["cells"] if c["status"] == "failed"]
-    return 1 if failed and len(failed) == len(summary["cells"]) else 0
+    failed = [c for c in summary.cells if c.status == "failed"]
+    return 1 if failed and len(failed) == len(summary.cells) else 0
 
 
 def detach(args: argparse.Namespace, run: Any, argv: list[str]) -> int:

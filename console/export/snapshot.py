@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from console import __version__
+from console.bench.results import RunSummary
 from console.core.redact import redact_json, secret_values
 from console.telemetry.reading import store_reading
 from console.telemetry.store import TimeSeriesStore
@@ -58,7 +59,7 @@ def build_snapshot(
     now_mono: float,
     servers: list[dict[str, Any]],
     topology: dict[str, Any],
-    latest_run: dict[str, Any] | None,
+    latest_run: RunSummary | None,
     demo: bool,
     source: str,
     history_s: float = HISTORY_S,
@@ -77,7 +78,7 @@ def build_snapshot(
         "servers": servers,
         "reading": store_reading(store, lifecycle),
         "history": history(store, now_mono, history_s, list(lifecycle), gpus),
-        "latest_run": latest_run,
+        "latest_run": None if latest_run is None else latest_run.to_json(),
     }
     names = list(secret_env or [])
     names += [
@@ -100,7 +101,11 @@ def _fmt(value: Any, spec: str, scale: float = 1.0) -> str:
     return "-" if value is None else f"{value * scale:{spec}}"
 
 
-def to_markdown(snapshot: dict[str, Any], run_table: str | None = None) -> str:
+def to_markdown(
+    snapshot: dict[str, Any], run: RunSummary | None = None, run_table: str | None = None
+) -> str:
+    """The report; `snapshot` is the document `build_snapshot` made (JSON, read back here),
+    `run` the latest run it holds."""
     created = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(snapshot["created_wall"]))
     lines = [
         f"# ddconsole snapshot: {snapshot['host']['hostname']}",
@@ -186,14 +191,13 @@ def to_markdown(snapshot: dict[str, Any], run_table: str | None = None) -> str:
     for source in reading["sources"]:
         reason = f" ({source['reason']})" if source.get("reason") else ""
         lines.append(f"- {source['name']}: {source['state']}{reason}")
-    run = snapshot["latest_run"]
     lines += ["", "## Latest run", ""]
-    if run:
-        lines.append(f"{run['run_id']} · {run.get('name')} · {run['status']}")
+    if run is not None:
+        lines.append(f"{run.run_id} · {run.name} · {run.status}")
         if run_table:
             lines += ["", run_table.strip()]
-        for finding in run.get("findings", []):
-            lines += ["", f"**{finding['kind']}**: {finding['message']}"]
+        for finding in run.findings:
+            lines += ["", f"**{finding.kind}**: {finding.message}"]
     else:
         lines.append("No runs yet.")
     lines += [

@@ -1,12 +1,13 @@
 """The flight recorder attached to a live monitor: what the screens showed, to a file.
 
 It records every poll (GPU, host, server metrics, source states), the server list when a
-server's state changes, discrete events, and campaign progress (from a callback: runs are
-the bench layer's). Files go to the state dir's `recordings/`; the folder is kept under a
-size limit by deleting the oldest, and a session that outgrows a quarter of it continues
-in a new file. The writer says how many bytes it is about to append before it does (at each
-flush and at close), and older files are deleted first, so the folder is never over the
-limit, not even between a write and the next poll.
+server's state changes, discrete events, every run's row when the runs list changes, and
+each ended run's summary once per file (from callbacks: runs are the bench layer's, which
+this layer does not import, so they arrive as their JSON). Files go to the state dir's
+`recordings/`; the folder is kept under a size limit by deleting the oldest, and a session
+that outgrows a quarter of it continues in a new file. The writer says how many bytes it is
+about to append before it does (at each flush and at close), and older files are deleted
+first, so the folder is never over the limit, not even between a write and the next poll.
 """
 
 from __future__ import annotations
@@ -29,8 +30,17 @@ from console.topology.model import Topology
 
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 RUNS_EVERY_S = 5.0
-"""How often running runs are listed into the recording (a replay's runs list moves in
-these steps; a results folder of hundreds of runs is read each time)."""
+"""How often the runs are listed into the recording (a replay's runs list moves in these
+steps; a results folder of hundreds of runs is listed each time, ended ones from a cache)."""
+SUMMARIES_AT_START = 16
+"""Ended runs whose summaries a new file records at once, newest first (the runs a replay
+is most likely to open); runs that end while it records are added as they end."""
+ENDED = ("done", "failed", "interrupted")
+
+RunsJson = Callable[[], list[dict[str, Any]]]
+"""Every run's row as JSON, oldest first."""
+SummaryJson = Callable[[str], dict[str, Any] | None]
+"""A run's summary as JSON, or None when it cannot be read."""
 
 
 def server_json(status: ServerStatus) -> dict[str, Any]:
@@ -52,7 +62,8 @@ class SessionRecorder:
         demo: bool,
         topology: Topology,
         max_bytes: int = DEFAULT_MAX_BYTES,
-        runs: Callable[[], list[dict[str, Any]]] | None = None,
+        runs: RunsJson | None = None,
+        run_summary: SummaryJson | None = None,
         path: Path | None = None,
         note: str = "",
     ) -> None:
@@ -62,6 +73,7 @@ class SessionRecorder:
         self.topology = topology
         self.max_bytes = max_bytes
         self.runs = runs
+        self.run_summary = run_summary
         self.note = note
         self.fixed_path = path
         self.path: Path | None = None
@@ -71,6 +83,9 @@ class SessionRecorder:
         self._servers: tuple[tuple[object, ...], ...] = ()
         self._runs: list[dict[str, Any]] = []
         self._runs_at = 0.0
+        self._summaries_due: list[str] = []
+        """Ended runs whose summaries this file still lacks, the next one last."""
+        self._summarized: set[str] = set()
         self.files: list[Path] = []
         # Flushes come from the event loop and from worker threads (events).
         self._prune_lock = threading.Lock()
@@ -100,6 +115,9 @@ class SessionRecorder:
         self.path = path
         self.files.append(path)
         self._servers = ()
+        # Each file stands alone: it lists the runs and records their summaries again.
+        self._runs, self._runs_at = [], 0.0
+        self._summaries_due, self._summarized = [], set()
 
     def _reserve(self, path: Path, size: int) -> None:
         """Room for `size` more bytes in `path`: delete the oldest other files until the
@@ -137,13 +155,39 @@ class SessionRecorder:
                 self._runs_at = now
                 rows = self.runs()
                 if rows != self._runs:
+                    self._note_ended(rows)
                     self._runs = rows
                     writer.runs(now, rows)
+            self._record_one_summary(writer, now)
             if self.fixed_path is None:
                 self._rotate_if_due(writer)
         except OSError as exc:
             self.error = f"recording stopped: {exc.strerror or exc}"
             self.close()
+
+    def _note_ended(self, rows: list[dict[str, Any]]) -> None:
+        """Queue the summaries of runs that ended since the last list (at a file's first
+        list, the newest few ended runs)."""
+        ended = [str(r.get("run_id")) for r in rows if r.get("status") in ENDED]
+        if not self._runs:
+            ended = ended[-SUMMARIES_AT_START:]
+        else:
+            before = {str(r.get("run_id")): r.get("status") for r in self._runs}
+            ended = [run_id for run_id in ended if before.get(run_id) not in ENDED]
+        due = [r for r in ended if r not in self._summarized and r not in self._summaries_due]
+        # Oldest first in the list, so the newest is recorded first (popped from the end).
+        self._summaries_due = due + self._summaries_due
+
+    def _record_one_summary(self, writer: RecordingWriter, now: float) -> None:
+        """One summary per poll at most: reading one may mean rebuilding it from its files,
+        and polls run on the event loop the screens share."""
+        if self.run_summary is None or not self._summaries_due:
+            return
+        run_id = self._summaries_due.pop()
+        self._summarized.add(run_id)
+        summary = self.run_summary(run_id)
+        if summary is not None:
+            writer.run_summary(now, run_id, summary)
 
     def _rotate_if_due(self, writer: RecordingWriter) -> None:
         """Continue in a new file before the next flush would take this one past a quarter

@@ -8,7 +8,11 @@ field order of every sample kind, the host's topology). Each further line is one
   them to the store;
 - `{"t": ..., "k": "servers", "v": [server JSON, ...]}`: the server list when it changed;
 - `{"t": ..., "k": "event", "v": "text"}`: a discrete event (a launch, a run started);
-- `{"t": ..., "k": "runs", "v": [run row JSON, ...]}`: campaign progress when it moved.
+- `{"t": ..., "k": "runs", "v": [run row JSON, ...]}`: every run of the results folder
+  (its status, cells done, a live campaign's progress) whenever the list changed;
+- `{"t": ..., "k": "run_summary", "id": run id, "v": summary JSON}`: an ended run's
+  `summary.json` as it was then, once per file (a replay shows it after the run's folder is
+  gone). Readers that predate this kind skip it, so the schema version is unchanged.
 
 `t` is seconds since the header's `t0_mono`. The writer flushes the compressor every few
 seconds, so a crash or kill loses at most that much; the reader replays a truncated or
@@ -248,6 +252,16 @@ class RecordingWriter:
 
     def runs(self, mono: float, rows: list[dict[str, Any]]) -> None:
         self._line({"t": self._t(mono), "k": "runs", "v": redact_json(rows, self.secrets)})
+
+    def run_summary(self, mono: float, run_id: str, summary: dict[str, Any]) -> None:
+        self._line(
+            {
+                "t": self._t(mono),
+                "k": "run_summary",
+                "id": run_id,
+                "v": redact_json(summary, self.secrets),
+            }
+        )
 
     def flush(self) -> None:
         """Make everything written so far readable after a crash (a gzip sync point)."""

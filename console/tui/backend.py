@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from console.bench.listing import RunRow
+from console.bench.results import RunSummary
 from console.profiles.loader import ProfileCatalog
 from console.telemetry.store import TimeSeriesStore
 from console.topology.model import Topology
@@ -73,6 +75,14 @@ class Backend(Protocol):
 
     def events(self) -> list[str]:
         """Recent discrete events (state changes, launches), newest last."""
+
+    def runs(self) -> list[RunRow]:
+        """Every benchmark run, oldest first: the results folder now (live), or the runs as
+        recorded at the replay's position."""
+
+    def run_summary(self, run_id: str) -> RunSummary | None:
+        """One run's summary (live: through its cache of record, `summary.json`; replay: as
+        recorded); None when there is none to show."""
 
     def plan(
         self, profile: str, layout: str, variant: str, replacing: str | None = None

@@ -1,7 +1,7 @@
 """Screens rendered without a terminal: the snapshot's dashboard.svg uses the TUI's widgets.
 
-A static backend holds one moment (a store, the servers, the host) and refuses actions; the
-app runs headless at a fixed size and exports its screen as SVG.
+A static backend holds one moment (a store, the servers, the host, the runs it was given)
+and refuses actions; the app runs headless at a fixed size and exports its screen as SVG.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from console.bench.listing import RunRow
+from console.bench.results import RunSummary
 from console.profiles.loader import ProfileCatalog
 from console.telemetry.store import TimeSeriesStore
 from console.topology.model import Topology
@@ -33,6 +35,8 @@ class StaticBackend(ReadOnlyActions):
         runs_root: Path,
         demo: bool,
         catalog: ProfileCatalog | None = None,
+        runs: list[RunRow] | None = None,
+        summaries: dict[str, RunSummary] | None = None,
     ) -> None:
         self.store = store
         self._now = now_mono
@@ -43,6 +47,8 @@ class StaticBackend(ReadOnlyActions):
         self.catalog = catalog or ProfileCatalog()
         self.campaigns: list[Path] = []
         self.replay: ReplayControls | None = None
+        self._runs = list(runs or [])
+        self._summaries = dict(summaries or {})
 
     async def start(self) -> None:
         return None
@@ -61,6 +67,12 @@ class StaticBackend(ReadOnlyActions):
 
     def events(self) -> list[str]:
         return []
+
+    def runs(self) -> list[RunRow]:
+        return list(self._runs)
+
+    def run_summary(self, run_id: str) -> RunSummary | None:
+        return self._summaries.get(run_id)
 
     def log_path(self, server_id: str) -> str | None:
         return None

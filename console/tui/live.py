@@ -11,6 +11,8 @@ import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from console.bench.listing import DiskRuns, RunRow
+from console.bench.results import RunSummary
 from console.bench.shipped import DEMO_CAMPAIGN, campaign_files
 from console.core.errors import ConsoleError
 from console.hw.backend import GpuBackend
@@ -128,6 +130,7 @@ class LiveBackend:
                 topology=self.topology,
                 max_bytes=self.record_max_bytes or DEFAULT_MAX_BYTES,
                 runs=self._running_runs,
+                run_summary=self._summary_json,
             )
             self.recorder.start()
             if self.recorder.error:
@@ -135,9 +138,20 @@ class LiveBackend:
         await self.monitor.start()
 
     def _running_runs(self) -> list[dict[str, Any]]:
-        from console.bench.listing import list_runs
+        """Every run's row for the recorder, as JSON (the server layer it lives in does not
+        import bench types)."""
+        return [row.to_json() for row in self.runs()]
 
-        return [r.to_json() for r in list_runs(self.runs_root) if r.status == "running"]
+    def _summary_json(self, run_id: str) -> dict[str, Any] | None:
+        """A run's summary for the recorder, as JSON (see `_running_runs`)."""
+        summary = self.run_summary(run_id)
+        return None if summary is None else summary.to_json()
+
+    def runs(self) -> list[RunRow]:
+        return DiskRuns(self.runs_root).runs()
+
+    def run_summary(self, run_id: str) -> RunSummary | None:
+        return DiskRuns(self.runs_root).run_summary(run_id)
 
     async def stop(self) -> None:
         # The monitor first: every poll that reached the store also reaches the recording.

@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from console.bench.listing import RunRow
+from console.bench.results import RunSummary
 from console.profiles.loader import ProfileCatalog
 from console.telemetry.poller import write_result
 from console.telemetry.recording import Recording
@@ -61,6 +63,13 @@ def topology_from_json(data: dict[str, Any]) -> Topology:
         gpu_status=data.get("gpu_status"),
         driver_version=data.get("driver_version"),
     )
+
+
+def _run_rows(data: object) -> list[RunRow]:
+    """A `runs` frame's rows (JSON from the recording: the parse boundary)."""
+    if not isinstance(data, list):
+        return []
+    return [RunRow.from_json(row) for row in data if isinstance(row, dict)]
 
 
 class ReadOnlyActions:
@@ -131,7 +140,8 @@ class ReplayBackend(ReadOnlyActions):
         self._servers: list[dict[str, Any]] = []
         self._servers_t = 0.0
         self._events: list[str] = []
-        self._runs: list[dict[str, Any]] = []
+        self._runs: list[RunRow] = []
+        self._summaries: dict[str, RunSummary] = {}
         self._version = 0
         self._task: asyncio.Task[None] | None = None
         self.seek(self.duration_s if position_s is None else position_s)
@@ -144,6 +154,7 @@ class ReplayBackend(ReadOnlyActions):
         self._servers = []
         self._events = []
         self._runs = []
+        self._summaries = {}
 
     def _apply_until(self, position_s: float) -> None:
         frames = self.recording.frames
@@ -161,7 +172,9 @@ class ReplayBackend(ReadOnlyActions):
             elif frame.kind == "event":
                 self._events = [*self._events, f"{frame.t:7.1f}s {frame.data.get('v')}"][-50:]
             elif frame.kind == "runs":
-                self._runs = list(frame.data.get("v") or [])
+                self._runs = _run_rows(frame.data.get("v"))
+            elif frame.kind == "run_summary":
+                self._apply_summary(frame.data)
         self.store.commit()
 
     def seek(self, position_s: float) -> None:
@@ -240,8 +253,22 @@ class ReplayBackend(ReadOnlyActions):
     def events(self) -> list[str]:
         return list(self._events)
 
-    def runs(self) -> list[dict[str, Any]]:
+    def _apply_summary(self, data: dict[str, Any]) -> None:
+        try:
+            summary = RunSummary.from_json(data.get("v"))
+        except ValueError:
+            return  # a summary of another schema shows as none, the replay goes on
+        self._summaries[str(data.get("id") or summary.run_id)] = summary
+
+    def runs(self) -> list[RunRow]:
+        """The runs as the recording listed them at the position (older recordings listed
+        only running campaigns)."""
         return list(self._runs)
+
+    def run_summary(self, run_id: str) -> RunSummary | None:
+        """The summary the recording kept for the run, by the position; None if it kept
+        none (a run still running then, or a recording that predates summaries)."""
+        return self._summaries.get(run_id)
 
     def log_path(self, server_id: str) -> str | None:
         return next((s.log_path for s in self.servers() if s.id == server_id), None)

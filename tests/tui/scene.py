@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from console.bench.listing import DiskRuns, RunRow
+from console.bench.results import RunSummary
 from console.bench.shipped import campaign_files
 from console.hw.simulated import SimulatedGpuBackend
 from console.profiles.command import build_command
@@ -365,6 +367,13 @@ class SceneBackend(ReplayBackend):
 
     async def start(self) -> None:
         return None
+
+    def runs(self) -> list[RunRow]:
+        """The scene's runs folder (its recording lists none): the fixture runs."""
+        return DiskRuns(self.runs_root).runs()
+
+    def run_summary(self, run_id: str) -> RunSummary | None:
+        return DiskRuns(self.runs_root).run_summary(run_id)
 
 
 def backend(root: Path = ROOT) -> SceneBackend:

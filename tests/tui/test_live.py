@@ -112,9 +112,9 @@ async def test_operator_loop_launch_bench_runs_switch_stop():
             what="the run's summary",
         )
         summary = app.screen.summary  # type: ignore[attr-defined]
-        levels = summary["cells"][0]["levels"]
-        assert [lv["concurrency"] for lv in levels] == [1, 2]
-        assert all(lv["output_tok_s"] > 0 and lv["requests"] == 4 for lv in levels)
+        levels = summary.cells[0].levels
+        assert [lv.concurrency for lv in levels] == [1, 2]
+        assert all((lv.output_tok_s or 0) > 0 and lv.requests == 4 for lv in levels)
 
         # Switch to kimi-k2.6 tp8: confirm, the qwen server stops, kimi comes up on all GPUs.
         await pilot.press("s")

@@ -285,15 +285,15 @@ async def test_bench_runs_list_fits_its_half_at_80_columns(scene_backend):
         screen = app.screen
         assert isinstance(screen, BenchScreen)
         extra = RunRow(
-            f"20261130-000000-{long_name}",
-            Path("/nonexistent"),
-            long_name,
-            "bench",
-            "done",
-            1,
-            1,
-            None,
-            None,
+            run_id=f"20261130-000000-{long_name}",
+            path=Path("/nonexistent"),
+            name=long_name,
+            kind="bench",
+            status="done",
+            cells_done=1,
+            cells=1,
+            created_wall=None,
+            progress=None,
         )
         screen._show_runs([*screen.runs, extra])
         await settle(pilot)

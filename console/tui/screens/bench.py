@@ -17,9 +17,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
-from console.bench.listing import RunRow, list_runs
-from console.bench.rundir import RunDir
-from console.bench.summary import summarize_run
+from console.bench.listing import Progress, RunRow
+from console.bench.results import RunSummary
 from console.bench.tables import SUMMARY_HEADERS, summary_rows
 from console.tui.backend import ActionRefused, Backend, BenchRequest
 from console.tui.screens.base import ConsoleScreen
@@ -144,13 +143,13 @@ class BenchScreen(ConsoleScreen):
 
     @work(thread=True, exclusive=True, group="bench-runs")
     def _load_runs(self) -> None:
-        rows = list(reversed(list_runs(self.backend.runs_root)))[:RECENT_RUNS]
+        rows = list(reversed(self.backend.runs()))[:RECENT_RUNS]
         self.app.call_from_thread(self._show_runs, rows)
 
     def _show_runs(self, rows: list[RunRow], force: bool = False) -> None:
         table = self.query_one("#recent", DataTable)
         selected = self._selected_run()
-        if force or [r.to_json() for r in rows] != [r.to_json() for r in self.runs]:
+        if force or rows != self.runs:
             self.runs = rows
             self._columns = self._wanted_columns()
             name_width = self._name_width(table, rows)
@@ -202,35 +201,32 @@ class BenchScreen(ConsoleScreen):
 
     @work(thread=True, exclusive=True, group="bench-levels")
     def _load_levels(self, run_id: str) -> None:
-        try:
-            summary = summarize_run(RunDir(self.backend.runs_root / run_id))
-        except Exception as exc:
-            self.app.call_from_thread(
-                self._show_levels, Text(f"{run_id}: unreadable: {exc}", style="red")
-            )
-            return
+        # Through the cache of record: a finished run is read once, not rebuilt every second.
+        summary = self.backend.run_summary(run_id)
         row = next((r for r in self.runs if r.run_id == run_id), None)
+        if summary is None:
+            why = row.error if row is not None and row.error else "no summary to show"
+            self.app.call_from_thread(self._show_levels, Text(f"{run_id}: {why}", style="red"))
+            return
         self.app.call_from_thread(self._show_levels, self._levels_view(summary, row))
 
-    def _levels_view(self, summary: dict[str, Any], row: RunRow | None) -> Group:
-        head = Text.assemble((summary["run_id"], "bold"), f"  {summary.get('name') or ''}  ")
-        head.append(
-            f"[{summary['status']}]", style="yellow" if summary["status"] != "done" else "green"
-        )
+    def _levels_view(self, summary: RunSummary, row: RunRow | None) -> Group:
+        head = Text.assemble((summary.run_id, "bold"), f"  {summary.name or ''}  ")
+        head.append(f"[{summary.status}]", style="yellow" if summary.status != "done" else "green")
         parts: list[Any] = [head]
         if row is not None and row.progress:
-            done = int(row.progress.get("done") or 0)
-            planned = int(row.progress.get("planned") or 0)
+            progress = row.progress
             parts.append(
                 Text(
-                    f"now: {row.progress.get('cell')} level {row.progress.get('level')}  "
-                    f"{progress_bar(done, planned)} {done}/{planned} requests"
+                    f"now: {progress.cell} level {progress.level}  "
+                    f"{progress_bar(progress.done, progress.planned)} "
+                    f"{progress.done}/{progress.planned} requests"
                 )
             )
         width = self.size.width
         parts.append(rows_table(SUMMARY_HEADERS, summary_rows(summary), width - 2))
-        for finding in summary["findings"]:
-            parts.append(Text(f"! {finding['kind']}: {finding['message']}", style="yellow"))
+        for finding in summary.findings:
+            parts.append(Text(f"! {finding.kind}: {finding.message}", style="yellow"))
         return Group(*parts)
 
     def _show_levels(self, view: Any) -> None:
@@ -340,10 +336,7 @@ def _cut(name: str, width: int) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
-def _progress_text(progress: dict[str, Any] | None) -> str:
+def _progress_text(progress: Progress | None) -> str:
     if not progress:
         return ""
-    return (
-        f"{progress.get('cell')} L{progress.get('level')} "
-        f"{progress.get('done')}/{progress.get('planned')}"
-    )
+    return f"{progress.cell} L{progress.level} {progress.done}/{progress.planned}"

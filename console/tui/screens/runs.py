@@ -1,9 +1,13 @@
-"""Runs: every run on disk, one run's results, and two runs side by side."""
+"""Runs: every run the backend serves, one run's results, and two runs side by side.
+
+Runs and summaries come from the backend (the results folder live, the recording in a
+replay); the summaries through their cache of record, so a finished run is read, not rebuilt.
+"""
 
 from __future__ import annotations
 
 import time
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from rich.text import Text
 from textual import work
@@ -12,10 +16,9 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
-from console.bench.compare import compare_runs
-from console.bench.listing import RunRow, list_runs
-from console.bench.rundir import RunDir
-from console.bench.summary import summarize_run
+from console.bench.compare import CompareResult, compare_runs
+from console.bench.listing import RunRow
+from console.bench.results import RunSummary
 from console.tui.backend import Backend
 from console.tui.screens.base import ConsoleScreen
 from console.tui.widgets.filled_table import fill_table
@@ -44,7 +47,7 @@ class RunsScreen(ConsoleScreen):
         self.rows: list[RunRow] = []
         self.marked: str | None = None
         self.shown: str | None = None
-        self.summary: dict[str, Any] | None = None
+        self.summary: RunSummary | None = None
         self._listed_at = 0.0
         self.comparing = False
 
@@ -70,13 +73,13 @@ class RunsScreen(ConsoleScreen):
 
     @work(thread=True, exclusive=True, group="runs-list")
     def _load_list(self) -> None:
-        rows = list(reversed(list_runs(self.backend.runs_root)))
+        rows = list(reversed(self.backend.runs()))
         self.app.call_from_thread(self._show_list, rows)
 
     def _show_list(self, rows: list[RunRow]) -> None:
         table = self.query_one("#runs", DataTable)
         selected = self.selected_id()
-        if [r.to_json() for r in rows] != [r.to_json() for r in self.rows]:
+        if rows != self.rows:
             self.rows = rows
             shown = []
             for row in rows:
@@ -127,17 +130,24 @@ class RunsScreen(ConsoleScreen):
     def _load_detail(self, run_id: str | None) -> None:
         if run_id is None:
             return
-        try:
-            summary = summarize_run(RunDir(self.backend.runs_root / run_id))
-        except Exception as exc:  # an unreadable run shows why, the list stays usable
-            self.app.call_from_thread(self._show_text, f"{run_id}: unreadable: {exc}")
+        summary = self.backend.run_summary(run_id)
+        if summary is None:
+            self.app.call_from_thread(self._show_text, self._no_summary(run_id))
             return
         self.app.call_from_thread(self._show_summary, run_id, summary)
+
+    def _no_summary(self, run_id: str) -> str:
+        row = next((r for r in self.rows if r.run_id == run_id), None)
+        if row is not None and row.error is not None:
+            return f"{run_id}: unreadable: {row.error}"
+        if self.backend.replay is not None:
+            return f"{run_id}: the recording kept no summary of this run"
+        return f"{run_id}: unreadable (its run.json cannot be read)"
 
     def _show_text(self, text: str) -> None:
         self.query_one("#detail-text", Static).update(Text(text, style="red"))
 
-    def _show_summary(self, run_id: str, summary: dict[str, Any]) -> None:
+    def _show_summary(self, run_id: str, summary: RunSummary) -> None:
         self.shown = run_id
         self.summary = summary
         width = self.query_one("#detail").size.width or self.size.width
@@ -167,16 +177,16 @@ class RunsScreen(ConsoleScreen):
 
     @work(thread=True, exclusive=True, group="runs-detail")
     def _compare(self, first: str, second: str) -> None:
-        try:
-            a = summarize_run(RunDir(self.backend.runs_root / first))
-            b = summarize_run(RunDir(self.backend.runs_root / second))
-        except Exception as exc:
-            self.app.call_from_thread(self._show_text, f"cannot compare: {exc}")
+        a = self.backend.run_summary(first)
+        b = self.backend.run_summary(second)
+        if a is None or b is None:
+            missing = first if a is None else second
+            self.app.call_from_thread(self._show_text, f"cannot compare: {missing}: no summary")
             return
         result = compare_runs(a, b)
         self.app.call_from_thread(self._show_compare, result, a, b)
 
-    def _show_compare(self, result: dict[str, Any], a: dict[str, Any], b: dict[str, Any]) -> None:
-        self.shown = f"{a['run_id']}|{b['run_id']}"
+    def _show_compare(self, result: CompareResult, a: RunSummary, b: RunSummary) -> None:
+        self.shown = f"{a.run_id}|{b.run_id}"
         width = self.query_one("#detail").size.width or self.size.width
         self.query_one("#detail-text", Static).update(compare_view(result, a, b, width - 2))

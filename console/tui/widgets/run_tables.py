@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from console.bench.compare import CompareResult
+from console.bench.results import RunSummary
 from console.bench.tables import (
     COMPARE_HEADERS,
     LATENCY_HEADERS,
@@ -74,12 +75,12 @@ def rows_table(headers: Sequence[str], rows: list[list[str]], width: int) -> Tab
     return table
 
 
-def summary_view(summary: dict[str, Any], width: int) -> RenderableType:
-    scale = summary.get("time_scale") or 1
+def summary_view(summary: RunSummary, width: int) -> RenderableType:
+    scale = summary.time_scale
     head = Text.assemble(
-        (f"{summary['run_id']}", "bold"),
-        f"  {summary.get('name') or ''}  ",
-        (f"[{summary['status']}]", "green" if summary["status"] == "done" else "yellow"),
+        (f"{summary.run_id}", "bold"),
+        f"  {summary.name or ''}  ",
+        (f"[{summary.status}]", "green" if summary.status == "done" else "yellow"),
     )
     if scale != 1:
         head.append(f"  simulator time x{scale:g}", style="dim")
@@ -90,31 +91,27 @@ def summary_view(summary: dict[str, Any], width: int) -> RenderableType:
         Text("latency (ms)", style="bold"),
         rows_table(LATENCY_HEADERS, latency_rows(summary), width),
     ]
-    for finding in summary["findings"]:
+    for finding in summary.findings:
         parts.append(Text(""))
         parts.append(
-            Text.assemble(
-                ("! ", "bold yellow"), (finding["kind"], "bold"), f": {finding['message']}"
-            )
+            Text.assemble(("! ", "bold yellow"), (finding.kind, "bold"), f": {finding.message}")
         )
-    if summary["best"]:
+    if summary.best:
         parts.append(Text(f"best per level: {best_line(summary)}"))
     parts.append(Text(METRIC_NOTE, style="dim"))
-    parts.append(Text(f"files: {summary['run_dir']}", style="dim"))
+    parts.append(Text(f"files: {summary.run_dir}", style="dim"))
     return Group(*parts)
 
 
-def compare_view(
-    result: dict[str, Any], a: dict[str, Any], b: dict[str, Any], width: int
-) -> RenderableType:
+def compare_view(result: CompareResult, a: RunSummary, b: RunSummary, width: int) -> RenderableType:
     parts: list[RenderableType] = [
-        Text.assemble(("A ", "bold"), f"{a['run_id']} ({a.get('name')})"),
-        Text.assemble(("B ", "bold"), f"{b['run_id']} ({b.get('name')})"),
+        Text.assemble(("A ", "bold"), f"{a.run_id} ({a.name})"),
+        Text.assemble(("B ", "bold"), f"{b.run_id} ({b.name})"),
         rows_table(COMPARE_HEADERS, compare_rows(result), width),
     ]
-    for side in ("only_a", "only_b"):
-        for item in result[side]:
-            parts.append(Text(f"only in {side[-1].upper()}: {item}", style="dim"))
-    if not result["rows"]:
+    for side, items in (("A", result.only_a), ("B", result.only_b)):
+        for item in items:
+            parts.append(Text(f"only in {side}: {item}", style="dim"))
+    if not result.rows:
         parts.append(Text("no cell and level in common", style="yellow"))
     return Group(*parts)

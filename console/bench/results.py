@@ -1,0 +1,622 @@
+"""Run results as types: a level's record, its summary, a cell, a run, the best per level.
+
+Each type is frozen and keyword-only, with `to_json` (the `summary.json` / `levels.jsonl`
+form) and a tolerant `from_json` that raises `ValueError` on a document it cannot read.
+`summary.py` computes these from a run's files; `tables.py` renders them; the screens, the
+CLI and the snapshot read them. Nothing between those modules is keyed by strings.
+
+`summary.json` schema versions (`RunSummary.SCHEMA_VERSION`):
+
+- 1: the run (`run_id`, `run_dir`, `name`, `kind`, `status`, `created_wall`, `fingerprint`,
+  `time_scale`, `workload`), its `cells` (each with its level summaries: the fields of
+  `LevelSummary` in declared order, a `Stats` field flattened to `{name}_p50_s` ..
+  `{name}_count`, `chunk_accept_mismatch` and `accept_length_note` only when set), `best` and
+  `findings`. Levels imported from SGLang's bench_serving carry every level key, null where
+  bench_serving reports no number.
+
+A `summary.json` of another version, or one that does not parse, is never trusted: the
+loader (`summary.load_summary`) rebuilds it from the run's files.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+from console.bench.findings import CellFacts, Finding, LevelFacts, finding_from_json
+
+# A JSON document as `json.loads` returns it: the parse boundary, where `from_json` reads.
+# Also the type of the two documents a run records verbatim and the summary passes through
+# unread (`fingerprint`, `workload`: what was asked and where), and of `server_info`.
+JsonObject = Mapping[str, Any]
+
+
+def _opt_float(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _opt_int(value: object) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float) and not value.is_integer():
+        return None
+    return int(value)
+
+
+def _opt_str(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def _object(value: object) -> JsonObject:
+    return value if isinstance(value, Mapping) else {}
+
+
+# -- what a level recorded ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Counters:
+    """SGLang's counters read from `/metrics` just before or after a level."""
+
+    spec_verify_calls: float | None = None
+    generation_tokens: float | None = None
+    decode_tokens: float | None = None
+    requests: float | None = None
+    accept_length_gauge: float | None = None
+    """`sglang:spec_accept_length` (mean over the server's ranks that report one)."""
+
+    def to_json(self) -> dict[str, float | None]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_json(cls, data: object) -> Counters | None:
+        """None for a level whose counters could not be read (`{}` on disk)."""
+        if not isinstance(data, Mapping) or not data:
+            return None
+        return cls(**{f.name: _opt_float(data.get(f.name)) for f in fields(cls)})
+
+    def delta(self, after: Counters | None, name: str) -> float | None:
+        """`after - self` for one counter; None when either is missing or it went back
+        (a server restarted between the readings)."""
+        a = getattr(self, name)
+        b = None if after is None else getattr(after, name)
+        if a is None or b is None or b < a:
+            return None
+        return float(b - a)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LevelRecord:
+    """One `levels.jsonl` line: a finished (or interrupted) level of one cell."""
+
+    cell: str
+    level: int
+    attempt: int = 1
+    label: str | None = None
+    concurrency: int | None = None
+    rate: float | None = None
+    requests_planned: int | None = None
+    started_wall: float | None = None
+    ended_wall: float | None = None
+    wall_s: float | None = None
+    """Real seconds from the first send to the last completion."""
+    time_scale: float = 1.0
+    """Server seconds per real second (a simulator may run faster than life)."""
+    counters_before: Counters | None = None
+    counters_after: Counters | None = None
+    status: str = "done"
+    error: str | None = None
+    flush_error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cell": self.cell,
+            "level": self.level,
+            "attempt": self.attempt,
+            "label": self.label,
+            "concurrency": self.concurrency,
+            "rate": self.rate,
+            "requests_planned": self.requests_planned,
+            "started_wall": self.started_wall,
+            "ended_wall": self.ended_wall,
+            "wall_s": self.wall_s,
+            "time_scale": self.time_scale,
+            "counters_before": self.counters_before.to_json() if self.counters_before else {},
+            "counters_after": self.counters_after.to_json() if self.counters_after else {},
+            "status": self.status,
+            "error": self.error,
+            "flush_error": self.flush_error,
+        }
+
+    @classmethod
+    def from_json(cls, data: JsonObject) -> LevelRecord:
+        level = _opt_int(data.get("level"))
+        if level is None:
+            raise ValueError("a level line without its level number")
+        return cls(
+            cell=str(data.get("cell")),
+            level=level,
+            attempt=_opt_int(data.get("attempt")) or 1,
+            label=_opt_str(data.get("label")),
+            concurrency=_opt_int(data.get("concurrency")),
+            rate=_opt_float(data.get("rate")),
+            requests_planned=_opt_int(data.get("requests_planned")),
+            started_wall=_opt_float(data.get("started_wall")),
+            ended_wall=_opt_float(data.get("ended_wall")),
+            wall_s=_opt_float(data.get("wall_s")),
+            time_scale=_opt_float(data.get("time_scale")) or 1.0,
+            counters_before=Counters.from_json(data.get("counters_before")),
+            counters_after=Counters.from_json(data.get("counters_after")),
+            status=str(data.get("status") or "done"),
+            error=_opt_str(data.get("error")),
+            flush_error=_opt_str(data.get("flush_error")),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CellMeta:
+    """One cell as `run.json` describes it: what it is and how it went."""
+
+    cell_id: str
+    profile: str | None = None
+    layout: str | None = None
+    variant: str | None = None
+    algorithm: str | None = None
+    architecture: str | None = None
+    ddtree_budget: int | None = None
+    num_draft_tokens: int | None = None
+    server_id: str | None = None
+    url: str | None = None
+    status: str = "pending"
+    reason: str | None = None
+    gpus: tuple[int, ...] = ()
+    server_draft_tokens: int | None = None
+    """`speculative_num_draft_tokens` from the server's /server_info."""
+
+    @classmethod
+    def from_json(cls, data: JsonObject) -> CellMeta:
+        info = _object(data.get("server_info"))
+        gpus = data.get("gpus")
+        return cls(
+            cell_id=str(data.get("cell_id")),
+            profile=_opt_str(data.get("profile")),
+            layout=_opt_str(data.get("layout")),
+            variant=_opt_str(data.get("variant")),
+            algorithm=_opt_str(data.get("algorithm")),
+            architecture=_opt_str(data.get("architecture")),
+            ddtree_budget=_opt_int(data.get("ddtree_budget")),
+            num_draft_tokens=_opt_int(data.get("num_draft_tokens")),
+            server_id=_opt_str(data.get("server_id")),
+            url=_opt_str(data.get("url")),
+            status=str(data.get("status", "pending")),
+            reason=_opt_str(data.get("reason")),
+            gpus=tuple(g for g in gpus if isinstance(g, int)) if isinstance(gpus, list) else (),
+            server_draft_tokens=_opt_int(info.get("speculative_num_draft_tokens")),
+        )
+
+
+@dataclass(kw_only=True)
+class RequestResult:
+    """A request as measured; durations in the server's seconds (real time x time scale).
+
+    Mutable while its stream is read (the client fills it chunk by chunk, on the hot path);
+    once kept it is only read.
+    """
+
+    send_wall: float
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    output_tokens: int | None = None
+    prompt_tokens: int | None = None
+    chunks: int = 0
+    token_chunks: int = 0
+    itl_s: float | None = None
+    chunk_gaps_us: array[int] = field(default_factory=lambda: array("q"))
+    spec_verify_ct: int | None = None
+    accept_length: float | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+
+    @property
+    def tokens_per_chunk(self) -> float | None:
+        if not self.output_tokens or not self.token_chunks:
+            return None
+        return self.output_tokens / self.token_chunks
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "send_wall": self.send_wall,
+            "ttft_s": self.ttft_s,
+            "e2e_s": self.e2e_s,
+            "output_tokens": self.output_tokens,
+            "prompt_tokens": self.prompt_tokens,
+            "chunks": self.chunks,
+            "token_chunks": self.token_chunks,
+            "tokens_per_chunk": self.tokens_per_chunk,
+            "itl_s": self.itl_s,
+            "chunk_gaps_us": list(self.chunk_gaps_us),
+            "spec_verify_ct": self.spec_verify_ct,
+            "accept_length": self.accept_length,
+            "finish_reason": self.finish_reason,
+            "error": self.error,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RequestResult:
+        """Read back from a `requests.jsonl` line (its cell, level and index are ignored)."""
+
+        def num(name: str) -> float | None:
+            return _opt_float(data.get(name))
+
+        def count(name: str) -> int | None:
+            return _opt_int(data.get(name))
+
+        gaps = data.get("chunk_gaps_us")
+        error = data.get("error")
+        reason = data.get("finish_reason")
+        return cls(
+            send_wall=num("send_wall") or 0.0,
+            ttft_s=num("ttft_s"),
+            e2e_s=num("e2e_s"),
+            output_tokens=count("output_tokens"),
+            prompt_tokens=count("prompt_tokens"),
+            chunks=count("chunks") or 0,
+            token_chunks=count("token_chunks") or 0,
+            itl_s=num("itl_s"),
+            chunk_gaps_us=array("q", gaps if isinstance(gaps, list) else ()),
+            spec_verify_ct=count("spec_verify_ct"),
+            accept_length=num("accept_length"),
+            finish_reason=None if reason is None else str(reason),
+            error=None if error is None else str(error),
+        )
+
+
+# -- what was measured -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Stats:
+    """Percentiles (linear interpolation), mean, min, max and count of one quantity."""
+
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    mean: float | None = None
+    min: float | None = None
+    max: float | None = None
+    count: int | None = None
+
+    def to_json(self, name: str, unit: str = "s") -> dict[str, float | int | None]:
+        """Flat keys: `{name}_p50_{unit}` .. `{name}_max_{unit}`, then `{name}_count`."""
+        out: dict[str, float | int | None] = {
+            f"{name}_{f.name}_{unit}": getattr(self, f.name)
+            for f in fields(self)
+            if f.name != "count"
+        }
+        out[f"{name}_count"] = self.count
+        return out
+
+    @classmethod
+    def from_json(cls, data: JsonObject, name: str, unit: str = "s") -> Stats:
+        values = {
+            f.name: _opt_float(data.get(f"{name}_{f.name}_{unit}"))
+            for f in fields(cls)
+            if f.name != "count"
+        }
+        return cls(**values, count=_opt_int(data.get(f"{name}_count")))
+
+
+# Readers of one JSON value per declared annotation; `LevelSummary.from_json` uses the
+# field's annotation, so a new field of a known type reads back with no code.
+_READERS: dict[str, Any] = {
+    "float | None": _opt_float,
+    "int | None": _opt_int,
+    "str | None": _opt_str,
+    "int": lambda v: _opt_int(v) or 0,
+    "str": lambda v: "" if v is None else str(v),
+    "Mapping[str, int]": lambda v: {
+        str(k): n for k, raw in _object(v).items() if (n := _opt_int(raw)) is not None
+    },
+}
+# Keys written only when set (absent, not null, otherwise): the schema has always had them so.
+_OMIT_WHEN_NONE = frozenset({"chunk_accept_mismatch", "accept_length_note"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LevelSummary:
+    """One level of one cell, summarised (DESIGN 4 definitions; durations in server seconds)."""
+
+    level: int
+    label: str | None = None
+    concurrency: int | None = None
+    rate: float | None = None
+    """Open-loop requests per second; None for a closed-loop (concurrency) level."""
+    status: str = "done"
+    requests: int = 0
+    """Requests that finished without an error."""
+    errors: int = 0
+    error_kinds: Mapping[str, int] = field(default_factory=dict)
+    duration_s: float | None = None
+    output_tokens: int | None = None
+    output_tok_s: float | None = None
+    request_s: float | None = None
+    accept_length: float | None = None
+    """Accepted tokens per step of a speculative cell; None when autoregressive."""
+    accept_length_counters: float | None = None
+    """From SGLang's counters before and after the level (generation tokens / verify calls)."""
+    accept_length_per_request: float | None = None
+    accept_length_gauge: float | None = None
+    tokens_per_chunk: float | None = None
+    verify_tokens_per_step: int | None = None
+    accepted_tokens_per_step: float | None = None
+    """Tokens committed per verify step, bonus included (1 when autoregressive)."""
+    step_time_s: float | None = None
+    effective_tok_s: float | None = None
+    chunk_accept_mismatch: float | None = None
+    """|tokens per chunk - acceptance| / acceptance, when both are known."""
+    ttft: Stats = field(default_factory=Stats)
+    itl: Stats = field(default_factory=Stats)
+    e2e: Stats = field(default_factory=Stats)
+    chunk_gap: Stats = field(default_factory=Stats)
+    gpu_util_pct: float | None = None
+    gpu_power_w: float | None = None
+    pcie_rx_bytes_s: float | None = None
+    pcie_tx_bytes_s: float | None = None
+    gpu_samples: int | None = None
+    speedup_vs_off: float | None = None
+    """Output tok/s over the same profile, layout and level with speculation off."""
+    accept_length_note: str | None = None
+    """How `accept_length` differs from ours (levels imported from SGLang's benchmark)."""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if isinstance(value, Stats):
+                out.update(value.to_json(item.name))
+            elif item.name == "error_kinds":
+                out[item.name] = dict(value)
+            elif value is not None or item.name not in _OMIT_WHEN_NONE:
+                out[item.name] = value
+        return out
+
+    @classmethod
+    def from_json(cls, data: JsonObject) -> LevelSummary:
+        if _opt_int(data.get("level")) is None:
+            raise ValueError("a level summary without its level number")
+        values: dict[str, Any] = {}
+        for item in fields(cls):
+            if not item.init:
+                continue
+            if item.type == "Stats":
+                values[item.name] = Stats.from_json(data, item.name)
+            else:
+                values[item.name] = _READERS[str(item.type)](data.get(item.name))
+        return cls(**values)
+
+    @property
+    def load_label(self) -> str:
+        """`4` for concurrency 4, `2/s` for an open-loop rate of 2 per second."""
+        return str(self.concurrency) if self.rate is None else f"{self.rate:g}/s"
+
+    def facts(self) -> LevelFacts:
+        return LevelFacts(
+            concurrency=self.concurrency,
+            accept_length=self.accept_length,
+            step_time_s=self.step_time_s,
+            tokens_per_chunk=self.tokens_per_chunk,
+            chunk_accept_mismatch=self.chunk_accept_mismatch,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CellSummary:
+    """One cell (one server: profile x layout x variant, or a given URL) and its levels."""
+
+    cell_id: str
+    profile: str | None = None
+    layout: str | None = None
+    variant: str | None = None
+    algorithm: str | None = None
+    """SGLang's speculative algorithm (`off` when none); None when the server did not say."""
+    architecture: str | None = None
+    ddtree_budget: int | None = None
+    server: str | None = None
+    """The managed server's id, or the URL of a server given on the command line."""
+    status: str = "pending"
+    reason: str | None = None
+    levels: tuple[LevelSummary, ...] = ()
+
+    @property
+    def name(self) -> str:
+        """What names the cell in a table: its profile, else its server."""
+        return self.profile or self.server or "-"
+
+    @property
+    def key(self) -> str:
+        """Matches the same cell across runs: profile/layout/variant, else its server."""
+        if self.profile:
+            return f"{self.profile}/{self.layout}/{self.variant}"
+        return self.server or self.cell_id
+
+    @property
+    def is_autoregressive(self) -> bool:
+        return (self.algorithm or "off").upper() in ("OFF", "NONE")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cell_id": self.cell_id,
+            "profile": self.profile,
+            "layout": self.layout,
+            "variant": self.variant,
+            "algorithm": self.algorithm,
+            "architecture": self.architecture,
+            "ddtree_budget": self.ddtree_budget,
+            "server": self.server,
+            "status": self.status,
+            "reason": self.reason,
+            "levels": [level.to_json() for level in self.levels],
+        }
+
+    @classmethod
+    def from_json(cls, data: JsonObject) -> CellSummary:
+        levels = data.get("levels") or ()
+        if not isinstance(levels, list):
+            raise ValueError("a cell's levels are not a list")
+        return cls(
+            cell_id=str(data.get("cell_id")),
+            profile=_opt_str(data.get("profile")),
+            layout=_opt_str(data.get("layout")),
+            variant=_opt_str(data.get("variant")),
+            algorithm=_opt_str(data.get("algorithm")),
+            architecture=_opt_str(data.get("architecture")),
+            ddtree_budget=_opt_int(data.get("ddtree_budget")),
+            server=_opt_str(data.get("server")),
+            status=str(data.get("status") or "pending"),
+            reason=_opt_str(data.get("reason")),
+            levels=tuple(LevelSummary.from_json(_object(level)) for level in levels),
+        )
+
+    def facts(self) -> CellFacts:
+        """What the findings read from this cell."""
+        return CellFacts(
+            profile=self.profile,
+            layout=self.layout,
+            variant=self.variant,
+            algorithm=self.algorithm,
+            architecture=self.architecture,
+            ddtree_budget=self.ddtree_budget,
+            status=self.status,
+            reason=self.reason,
+            levels=tuple(level.facts() for level in self.levels),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BestLevel:
+    """The cell with the highest output tok/s at one load level."""
+
+    concurrency: int | None
+    rate: float | None
+    profile: str | None
+    layout: str | None
+    variant: str | None
+    output_tok_s: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "concurrency": self.concurrency,
+            "rate": self.rate,
+            "profile": self.profile,
+            "layout": self.layout,
+            "variant": self.variant,
+            "output_tok_s": self.output_tok_s,
+        }
+
+    @classmethod
+    def from_json(cls, data: JsonObject) -> BestLevel:
+        tok_s = _opt_float(data.get("output_tok_s"))
+        if tok_s is None:
+            raise ValueError("a best-per-level entry without output tok/s")
+        return cls(
+            concurrency=_opt_int(data.get("concurrency")),
+            rate=_opt_float(data.get("rate")),
+            profile=_opt_str(data.get("profile")),
+            layout=_opt_str(data.get("layout")),
+            variant=_opt_str(data.get("variant")),
+            output_tok_s=tok_s,
+        )
+
+    @property
+    def load_label(self) -> str:
+        return str(self.concurrency or self.rate)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunSummary:
+    """A run's `summary.json`: every cell's level summaries, the best per level, findings."""
+
+    SCHEMA_VERSION: ClassVar[int] = 1
+
+    run_id: str
+    run_dir: str
+    name: str | None = None
+    kind: str | None = None
+    status: str = "unknown"
+    created_wall: float | None = None
+    fingerprint: JsonObject = field(default_factory=dict)
+    """Host, GPUs, driver and version as `run.json` recorded them (passed through)."""
+    time_scale: float = 1.0
+    workload: JsonObject | None = None
+    """What the run sends, as `run.json` recorded it (passed through)."""
+    cells: tuple[CellSummary, ...] = ()
+    best: tuple[BestLevel, ...] = ()
+    findings: tuple[Finding, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema_version": self.SCHEMA_VERSION,
+            "run_id": self.run_id,
+            "run_dir": self.run_dir,
+            "name": self.name,
+            "kind": self.kind,
+            "status": self.status,
+            "created_wall": self.created_wall,
+            "fingerprint": dict(self.fingerprint),
+            "time_scale": self.time_scale,
+            "workload": None if self.workload is None else dict(self.workload),
+            "cells": [cell.to_json() for cell in self.cells],
+            "best": [best.to_json() for best in self.best],
+            "findings": [finding.to_json() for finding in self.findings],
+        }
+
+    @classmethod
+    def from_json(cls, data: object) -> RunSummary:
+        """Raises ValueError for a document of another schema version or shape."""
+        if not isinstance(data, Mapping):
+            raise ValueError("not a JSON object")
+        version = data.get("schema_version")
+        if version != cls.SCHEMA_VERSION:
+            raise ValueError(f"summary schema {version!r} is not {cls.SCHEMA_VERSION}")
+        cells, best, found = data.get("cells"), data.get("best"), data.get("findings")
+        if not (isinstance(cells, list) and isinstance(best, list) and isinstance(found, list)):
+            raise ValueError("cells, best and findings must be lists")
+        workload = data.get("workload")
+        try:
+            return cls(
+                run_id=str(data["run_id"]),
+                run_dir=str(data.get("run_dir") or ""),
+                name=_opt_str(data.get("name")),
+                kind=_opt_str(data.get("kind")),
+                status=str(data.get("status") or "unknown"),
+                created_wall=_opt_float(data.get("created_wall")),
+                fingerprint=dict(_object(data.get("fingerprint"))),
+                time_scale=_opt_float(data.get("time_scale")) or 1.0,
+                workload=dict(workload) if isinstance(workload, Mapping) else None,
+                cells=tuple(CellSummary.from_json(_object(c)) for c in cells),
+                best=tuple(BestLevel.from_json(_object(b)) for b in best),
+                findings=tuple(finding_from_json(_object(f)) for f in found),
+            )
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"summary unreadable: {exc!r}") from None
+
+    @property
+    def host(self) -> str | None:
+        return _opt_str(self.fingerprint.get("host"))
+
+    @property
+    def gpu_names(self) -> str | None:
+        return _opt_str(self.fingerprint.get("gpu_names"))
+
+    @property
+    def driver(self) -> str | None:
+        return _opt_str(self.fingerprint.get("driver"))
+
+    def levels(self) -> list[tuple[CellSummary, LevelSummary]]:
+        """Every (cell, level) in table order."""
+        return [(cell, level) for cell in self.cells for level in cell.levels]
