@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from console.core.errors import ProfileError
+from console.core.errors import ProfileError, UsageError
 from console.profiles.loader import describe_error, format_key_path
 
 
@@ -55,6 +55,15 @@ class CampaignSpec(BaseModel):
         if self.requests is None and self.duration_s is None:
             raise ValueError("give `requests` or `duration_s` per level")
         return self
+
+    def with_changes(self, **changes: Any) -> CampaignSpec:
+        """A copy with `changes` applied and validated again (UsageError when invalid)."""
+        try:
+            return CampaignSpec.model_validate({**self.model_dump(), **changes})
+        except ValidationError as exc:
+            error = exc.errors(include_url=False)[0]
+            loc = tuple(error["loc"])
+            raise UsageError(f"{format_key_path(loc)}: {describe_error(error, loc)}") from None
 
     def cell_list(self) -> list[CellSpec]:
         if self.cells:

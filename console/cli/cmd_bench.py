@@ -60,7 +60,6 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run in the background; follow with `ddconsole runs show RUN --follow`",
     )
-    bench.add_argument("--into", default=None, help=argparse.SUPPRESS)
     bench.set_defaults(handler=_bench)
 
 
@@ -104,136 +103,43 @@ def _workload_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _workload(args: argparse.Namespace) -> Any:
-    from console.bench.workload import Workload, load_dataset
-
-    prompts = load_dataset(args.dataset, args.output_len) if args.dataset else ()
-    return Workload(
-        args.input_len,
-        args.output_len,
-        args.range_ratio,
-        args.vocab_size,
-        args.seed,
-        args.dataset,
-        prompts,
-    ).validate()
-
-
 def _bench(args: argparse.Namespace) -> int:
-    from console.bench.campaign import CampaignRunner, CellPlan, RunOptions, StartedServer
-    from console.bench.cells import meta_from_plan
-    from console.bench.client import Endpoint
-    from console.bench.rundir import RunDir
+    from console.bench.launch import create_run, detach
+    from console.bench.request import BenchRequest
+    from console.cli import runner
 
     services = rc.services(args)
-    workload = _workload(args)
-    levels = rc.levels(
-        args.concurrency, args.rate, args.requests, args.duration, args.warmup, args.flush_cache
+    request = BenchRequest(
+        server_id=args.server,
+        url=args.url,
+        concurrency=tuple(args.concurrency or ()),
+        rates=tuple(args.rate or ()),
+        requests=args.requests,
+        duration_s=args.duration,
+        input_len=args.input_len,
+        output_len=args.output_len,
+        range_ratio=args.range_ratio,
+        endpoint=args.endpoint,
+        warmup=args.warmup,
+        flush_cache=args.flush_cache,
+        seed=args.seed,
+        dataset=str(args.dataset) if args.dataset else None,
+        vocab_size=args.vocab_size,
+        name=args.name,
+    ).validate()
+    request.workload()  # a bad dataset file fails here, before a run folder exists
+    request, cell = runner.bench_cell(services, request)
+    run = create_run(
+        request,
+        runs_root=rc.runs_root(args, services),
+        name=request.run_name(cell.cell_id),
+        demo=services.demo,
+        fingerprint=rc.fingerprint(services),
+        extra={"argv": sys.argv[1:]},
     )
-    if args.server:
-        manager = services.manager()
-        server_id = manager.resolve_id(args.server)
-        status = manager.status(server_id)
-        if status.state.value != "ready":
-            from console.core.errors import UsageError
-
-            raise UsageError(f"server {server_id} is {status.state.value}, not ready")
-        plan = status.record.plan
-        from console.server.actions import auth_headers
-
-        server = StartedServer(
-            server_id, status.record.url, auth_headers(plan), plan.gpus, plan.to_json()
-        )
-        cell = CellPlan(
-            f"{plan.profile}/{plan.layout}/{plan.variant}",
-            plan.profile,
-            plan.layout,
-            plan.variant,
-            meta_from_plan(plan.to_json()),
-            server,
-        )
-    else:
-        url = args.url.rstrip("/")
-        server = StartedServer(None, url)
-        cell = CellPlan(url, None, None, None, {}, server)
-    name = args.name or f"bench-{cell.cell_id.replace('/', '-')}"
-    root = rc.runs_root(args, services)
-    if args.into:
-        run = RunDir.open(root, args.into)
-    else:
-        run = RunDir.create(
-            root,
-            name,
-            {
-                "kind": "bench",
-                "status": "created",
-                "fingerprint": rc.fingerprint(services),
-                "workload": _workload_json(args),
-                "levels": [vars(lv) for lv in levels],
-                "argv": sys.argv[1:],
-                "cells": [],
-            },
-        )
     if args.detach:
-        return rc.detach(args, run, _bench_argv(args, run.run_id))
+        return rc.report_detached(args, detach(run))
     rc.say(args, f"run {run.run_id} -> {run.path}")
-    runner = CampaignRunner(
-        run,
-        [cell],
-        RunOptions(Endpoint(args.endpoint), workload, levels),
-        control=None,
-        gpu_backend=services.gpu_backend,
-        on_event=lambda text: rc.say(args, text),
+    return runner.run_in_process(
+        args, services, run, request, resume_hint=f"results so far are in {run.path}", cells=[cell]
     )
-    status = rc.execute(args, runner)
-    return rc.finish(args, run, status, f"results so far are in {run.path}")
-
-
-def _workload_json(args: argparse.Namespace) -> dict[str, Any]:
-    return {
-        "input_len": args.input_len,
-        "output_len": args.output_len,
-        "range_ratio": args.range_ratio,
-        "endpoint": args.endpoint,
-        "seed": args.seed,
-        "dataset": str(args.dataset) if args.dataset else None,
-        "vocab_size": args.vocab_size,
-        "warmup": args.warmup,
-        "flush_cache": args.flush_cache,
-    }
-
-
-def _bench_argv(args: argparse.Namespace, run_id: str) -> list[str]:
-    """The same `bench` command, to run detached into an existing run folder."""
-    argv = ["bench", "--server", args.server] if args.server else ["bench", "--url", args.url]
-    if args.concurrency:
-        argv += ["--concurrency", ",".join(map(str, args.concurrency))]
-    if args.rate:
-        argv += ["--rate", ",".join(f"{r:g}" for r in args.rate)]
-    if args.requests is not None:
-        argv += ["--requests", str(args.requests)]
-    if args.duration is not None:
-        argv += ["--duration", str(args.duration)]
-    argv += [
-        "--input-len",
-        str(args.input_len),
-        "--output-len",
-        str(args.output_len),
-        "--range-ratio",
-        str(args.range_ratio),
-        "--endpoint",
-        args.endpoint,
-        "--warmup",
-        str(args.warmup),
-        "--seed",
-        str(args.seed),
-        "--vocab-size",
-        str(args.vocab_size),
-        "--into",
-        run_id,
-    ]
-    if args.flush_cache:
-        argv.append("--flush-cache")
-    if args.dataset:
-        argv += ["--dataset", str(args.dataset)]
-    return argv

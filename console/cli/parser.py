@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
         cmd_servers,
         cmd_sim,
         cmd_snapshot,
+        runner,
     )
 
     parser = argparse.ArgumentParser(
@@ -71,4 +72,5 @@ def build_parser() -> argparse.ArgumentParser:
     cmd_runs.register(verbs, common)
     cmd_snapshot.register(verbs, common)
     cmd_sim.register(verbs, common)
+    runner.register(verbs, common)
     return parser

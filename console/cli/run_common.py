@@ -1,18 +1,20 @@
-"""Helpers `bench` and `campaign` share: flag parsers, level specs, running and detaching."""
+"""Helpers `bench`, `campaign` and the run-request runner share: flag parsers, services,
+running with clean signals, the closing summary, and the detached notice."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from console.cli.render import print_json
 from console.cli.render_runs import print_summary
+
+if TYPE_CHECKING:
+    from console.bench.launch import Detached
 
 
 def int_list(text: str) -> list[int]:
@@ -48,35 +50,6 @@ def runs_root(args: argparse.Namespace, services: Any) -> Path:
 def say(args: argparse.Namespace, text: str) -> None:
     """Progress text: to stderr under --json so stdout stays one JSON document."""
     print(text, file=sys.stderr if getattr(args, "json", False) else sys.stdout, flush=True)
-
-
-def levels(
-    concurrency: list[int] | None,
-    rates: list[float] | None,
-    requests: int | None,
-    duration: float | None,
-    warmup: int,
-    flush: bool,
-) -> list[Any]:
-    from console.bench.levels import LevelSpec
-    from console.core.errors import UsageError
-
-    if requests is None and duration is None:
-        requests = 16
-    if requests is not None and requests < 1:
-        raise UsageError("--requests must be at least 1")
-    if duration is not None and duration <= 0:
-        raise UsageError("--duration must be positive")
-    if rates:
-        cap = concurrency[0] if concurrency else None
-        return [
-            LevelSpec(i, cap, rate, requests, duration, warmup, flush)
-            for i, rate in enumerate(rates)
-        ]
-    return [
-        LevelSpec(i, c, None, requests, duration, warmup, flush)
-        for i, c in enumerate(concurrency or [1])
-    ]
 
 
 def fingerprint(services: Any) -> dict[str, Any]:
@@ -122,32 +95,15 @@ def finish(args: argparse.Namespace, run: Any, status: str, resume_hint: str) ->
     return 1 if failed and len(failed) == len(summary.cells) else 0
 
 
-def detach(args: argparse.Namespace, run: Any, argv: list[str]) -> int:
-    """Run `ddconsole ARGV` in its own session (it outlives this shell) and say how to follow."""
-    command = [sys.executable, "-m", "console", *argv]
-    if getattr(args, "demo", False):
-        command.append("--demo")
-    if args.out:
-        command += ["--out", str(args.out)]
-    with (run.path / "console.log").open("ab") as log:
-        subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            close_fds=True,
-        )
-    deadline = time.monotonic() + 10
-    while run.owner_alive() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    demo = " --demo" if getattr(args, "demo", False) else ""
-    pid = run.owner_alive()
+def report_detached(args: argparse.Namespace, detached: Detached) -> int:
+    """Say where a detached run went and how to follow it."""
     if args.json:
-        print_json({"run_id": run.run_id, "run_dir": str(run.path), "detached": True, "pid": pid})
+        print_json(detached.to_json())
     else:
+        demo = " --demo" if getattr(args, "demo", False) else ""
         print(
-            f"running in the background as run {run.run_id} ({run.path}), pid {pid}\n"
-            f"follow it: ddconsole runs show {run.run_id} --follow{demo}"
+            f"running in the background as run {detached.run_id} ({detached.run_dir}), "
+            f"pid {detached.pid}\n"
+            f"follow it: ddconsole runs show {detached.run_id} --follow{demo}"
         )
     return 0

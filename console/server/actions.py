@@ -13,11 +13,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from console.core.auth import bearer_from_env
-from console.core.errors import ConsoleError
+from console.core.errors import ConsoleError, UsageError
 from console.core.units import format_index_set
 from console.server.manager import DEFAULT_GRACE_S, ServerManager
 from console.server.records import ServerRecord
-from console.server.status import ServerStatus
+from console.server.status import ServerState, ServerStatus
 from console.topology.placement import Plan
 
 Say = Callable[[str], None]
@@ -41,6 +41,16 @@ def launch_interpreter(plan: Plan) -> str | None:
     interpreter, or the `sglang` script of `sglang serve`); none in demo mode, where the
     console's own interpreter runs the simulator."""
     return None if plan.demo or not plan.argv else plan.argv[0]
+
+
+def ready_server(manager: ServerManager, server: str) -> ServerStatus:
+    """The managed server named `server` (an id or its unique prefix), when it is ready to
+    be benchmarked; UsageError otherwise."""
+    server_id = manager.resolve_id(server)
+    status = manager.status(server_id)
+    if status.state is not ServerState.READY:
+        raise UsageError(f"server {server_id} is {status.state.value}, not ready")
+    return status
 
 
 def in_the_way(

@@ -7,11 +7,11 @@ block and are run by the screens on worker threads, never on the UI loop.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from console.bench.listing import RunRow
+from console.bench.request import BenchRequest, CampaignRequest
 from console.bench.results import RunSummary
 from console.profiles.loader import ProfileCatalog
 from console.telemetry.store import TimeSeriesStore
@@ -20,17 +20,6 @@ from console.topology.placement import Plan
 from console.tui.views import ServerView
 
 Progress = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class BenchRequest:
-    """A benchmark asked for from the Bench screen."""
-
-    server_id: str
-    concurrency: tuple[int, ...] = (1, 4, 16)
-    requests: int = 32
-    input_len: int = 512
-    output_len: int = 256
 
 
 class ReplayControls(Protocol):
@@ -98,12 +87,14 @@ class Backend(Protocol):
 
     def switch(self, server_id: str, plan: Plan, progress: Progress) -> ServerView: ...
 
-    def start_bench(self, request: BenchRequest) -> str: ...
+    def start_bench(self, request: BenchRequest) -> str:
+        """Create the run from `request` and start it detached; returns its run id."""
 
-    def start_campaign(self, path: Path, overrides: dict[str, Any] | None = None) -> str: ...
+    def start_campaign(self, request: CampaignRequest) -> str:
+        """Create the run from `request` and start it detached; returns its run id."""
 
-    def demo_campaign(self) -> tuple[Path, dict[str, Any]]:
-        """The ready-made demo sweep and the overrides that place it beside running servers."""
+    def demo_campaign(self) -> CampaignRequest:
+        """The ready-made demo sweep, placed on a free GPU and port beside running servers."""
 
     def log_path(self, server_id: str) -> str | None: ...
 

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import tempfile
+import dataclasses
 import time
-import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +11,7 @@ from console.bench.listing import DiskRuns, RunRow
 from console.bench.results import RunSummary
 from console.bench.shipped import DEMO_CAMPAIGN, campaign_files
 from console.core.errors import ConsoleError
+from console.core.net import port_is_free
 from console.hw.backend import GpuBackend
 from console.profiles.command import build_command
 from console.profiles.flagcheck import FlagCheckUnavailable, check_args
@@ -26,10 +23,11 @@ from console.telemetry.host_source import HostBackend
 from console.telemetry.store import TimeSeriesStore
 from console.topology.model import Topology
 from console.topology.placement import REDACTED, Plan, resolve
-from console.tui.backend import ActionRefused, BenchRequest, Progress, ReplayControls
+from console.tui.backend import ActionRefused, Progress, ReplayControls
 from console.tui.views import ServerView
 
 if TYPE_CHECKING:
+    from console.bench.request import BenchRequest, CampaignRequest, RunRequest
     from console.server.monitor import Monitor
     from console.server.session_recorder import SessionRecorder
 
@@ -317,74 +315,63 @@ class LiveBackend:
 
     # -- benchmarks (detached, so they outlive the TUI) ----------------------------------
 
-    def _spawn(self, argv: list[str]) -> str:
-        command = [sys.executable, "-m", "console", *argv, "--json"]
-        if self.demo:
-            command.append("--demo")
-        completed = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
-        if completed.returncode != 0:
-            lines = completed.stderr.strip().splitlines() or ["failed to start"]
-            raise ActionRefused(lines[-1].removeprefix("ddconsole: error: "))
-        run_id = str(json.loads(completed.stdout)["run_id"])
-        self._note(f"started run {run_id}")
-        return run_id
+    def _detach(self, request: RunRequest, name: str) -> str:
+        """Create the run from `request` and start its runner detached (the CLI's path)."""
+        from console.bench.launch import create_run, detach
+
+        try:
+            run = create_run(request, runs_root=self.runs_root, name=name, demo=self.demo)
+            detach(run)
+        except ConsoleError as exc:
+            raise ActionRefused(exc.message) from None
+        self._note(f"started run {run.run_id}")
+        return run.run_id
 
     def start_bench(self, request: BenchRequest) -> str:
-        return self._spawn(
-            [
-                "bench",
-                "--server",
-                request.server_id,
-                "--concurrency",
-                ",".join(map(str, request.concurrency)),
-                "--requests",
-                str(request.requests),
-                "--input-len",
-                str(request.input_len),
-                "--output-len",
-                str(request.output_len),
-                "--detach",
-            ]
+        from console.bench.request import cell_id
+        from console.server.actions import ready_server
+
+        try:
+            request = request.validate()
+            if request.server_id is None:
+                return self._detach(request, request.run_name(request.url or "url"))
+            status = ready_server(self.manager, request.server_id)
+        except ConsoleError as exc:
+            raise ActionRefused(exc.message) from None
+        plan = status.record.plan
+        request = dataclasses.replace(request, server_id=status.id)
+        return self._detach(
+            request, request.run_name(cell_id(plan.profile, plan.layout, plan.variant))
         )
 
-    def start_campaign(self, path: Path, overrides: dict[str, Any] | None = None) -> str:
-        if overrides:
-            data = tomllib.loads(path.read_text())
-            data.update(overrides)
-            folder = Path(tempfile.mkdtemp(prefix="ddconsole-campaign-"))
-            path = folder / path.name
-            path.write_text(_to_toml(data))
-        return self._spawn(["campaign", str(path), "--detach"])
+    def start_campaign(self, request: CampaignRequest) -> str:
+        try:
+            request = request.check(self.catalog)
+        except ConsoleError as exc:
+            raise ActionRefused(exc.message) from None
+        return self._detach(request, request.spec.name)
 
-    def demo_campaign(self) -> tuple[Path, dict[str, Any]]:
+    def demo_campaign(self) -> CampaignRequest:
         """The DDTree budget sweep, placed on a free GPU and port beside what already runs."""
+        from console.bench.request import CampaignRequest
+
         path = next((p for p in self.campaigns if p.name == DEMO_CAMPAIGN), None)
         if path is None:
             raise ActionRefused(f"the demo campaign {DEMO_CAMPAIGN} is not installed")
-        return path, self._placement()
+        gpus, port = self._placement()
+        try:
+            return CampaignRequest.from_file(path, gpus=gpus, port=port)
+        except ConsoleError as exc:
+            raise ActionRefused(exc.message) from None
 
-    def _placement(self) -> dict[str, Any]:
+    def _placement(self) -> tuple[tuple[int, ...], int]:
+        """The last free GPU and the first free port from 30100: where the demo sweep runs."""
         held = {g for s in self._busy() for g in s.record.plan.gpus}
         free = [g.index for g in self.topology.gpus if g.index not in held]
         if not free:
             raise ActionRefused("every GPU is held by a server; stop one first")
         taken = {s.record.plan.port for s in self._busy()}
         port = 30100
-        while port in taken:
+        while port in taken or not port_is_free(port):
             port += 1
-        return {"gpus": [free[-1]], "port": port}
-
-
-def _to_toml(data: dict[str, Any]) -> str:
-    lines = []
-    for key, value in data.items():
-        if isinstance(value, str):
-            lines.append(f"{key} = {value!r}".replace("'", '"'))
-        elif isinstance(value, bool):
-            lines.append(f"{key} = {str(value).lower()}")
-        elif isinstance(value, list):
-            items = ", ".join(f'"{v}"' if isinstance(v, str) else str(v) for v in value)
-            lines.append(f"{key} = [{items}]")
-        elif value is not None:
-            lines.append(f"{key} = {value}")
-    return "\n".join(lines) + "\n"
+        return (free[-1],), port

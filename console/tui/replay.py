@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from console.bench.listing import RunRow
+from console.bench.request import BenchRequest, CampaignRequest
 from console.bench.results import RunSummary
 from console.profiles.loader import ProfileCatalog
 from console.telemetry.poller import write_result
@@ -22,7 +23,7 @@ from console.telemetry.recording import Recording
 from console.telemetry.store import TimeSeriesStore
 from console.topology.model import GpuInfo, NumaNode, Topology
 from console.topology.placement import Plan
-from console.tui.backend import ActionRefused, BenchRequest, Progress, ReplayControls
+from console.tui.backend import ActionRefused, Progress, ReplayControls
 from console.tui.views import LIVE_STATES, ServerView
 
 PLAY_TICK_S = 0.25
@@ -96,10 +97,10 @@ class ReadOnlyActions:
     def start_bench(self, request: BenchRequest) -> str:
         raise ActionRefused(REFUSED)
 
-    def start_campaign(self, path: Path, overrides: dict[str, Any] | None = None) -> str:
+    def start_campaign(self, request: CampaignRequest) -> str:
         raise ActionRefused(REFUSED)
 
-    def demo_campaign(self) -> tuple[Path, dict[str, Any]]:
+    def demo_campaign(self) -> CampaignRequest:
         raise ActionRefused(REFUSED)
 
 

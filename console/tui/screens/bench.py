@@ -3,7 +3,6 @@ and follow any running campaign live — including ones started elsewhere (detac
 
 from __future__ import annotations
 
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, ClassVar
@@ -18,9 +17,11 @@ from textual.widgets import DataTable, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from console.bench.listing import Progress, RunRow
+from console.bench.request import BenchRequest, CampaignRequest
 from console.bench.results import RunSummary
 from console.bench.tables import SUMMARY_HEADERS, summary_rows
-from console.tui.backend import ActionRefused, Backend, BenchRequest
+from console.core.errors import ConsoleError
+from console.tui.backend import ActionRefused, Backend
 from console.tui.screens.base import ConsoleScreen
 from console.tui.screens.cells import CellsChoice, CellsScreen, parse_positive_ints
 from console.tui.screens.modals import ConfirmScreen
@@ -39,23 +40,6 @@ NARROW_BELOW = 110
 def progress_bar(done: int, planned: int, width: int = 20) -> str:
     filled = 0 if planned <= 0 else min(width, round(width * done / planned))
     return "█" * filled + "░" * (width - filled)
-
-
-def cells_toml(choice: CellsChoice) -> str:
-    lines = [
-        'name = "chosen-cells"',
-        f"concurrency = [{', '.join(map(str, choice.concurrency))}]",
-        f"requests = {choice.requests}",
-    ]
-    for profile, layout, variant in choice.cells:
-        lines += [
-            "",
-            "[[cells]]",
-            f'profile = "{profile}"',
-            f'layout = "{layout}"',
-            f'variant = "{variant}"',
-        ]
-    return "\n".join(lines) + "\n"
 
 
 class BenchScreen(ConsoleScreen):
@@ -279,9 +263,12 @@ class BenchScreen(ConsoleScreen):
         option = files.get_option_at_index(files.highlighted)
         path = Path(str(option.id))
 
+        def start() -> str:
+            return self.backend.start_campaign(CampaignRequest.from_file(path))
+
         def confirmed(yes: bool | None) -> None:
             if yes:
-                self._start(lambda: self.backend.start_campaign(path), f"campaign {path.stem}")
+                self._start(start, f"campaign {path.stem}")
 
         self.app.push_screen(
             ConfirmScreen(
@@ -300,10 +287,10 @@ class BenchScreen(ConsoleScreen):
         def chosen(choice: CellsChoice | None) -> None:
             if choice is None:
                 return
-            folder = Path(tempfile.mkdtemp(prefix="ddconsole-cells-"))
-            path = folder / "chosen-cells.toml"
-            path.write_text(cells_toml(choice))
-            self._start(lambda: self.backend.start_campaign(path), "campaign of chosen cells")
+            request = CampaignRequest.from_cells(
+                choice.cells, concurrency=choice.concurrency, requests=choice.requests
+            )
+            self._start(lambda: self.backend.start_campaign(request), "campaign of chosen cells")
 
         self.app.push_screen(CellsScreen(self.backend.catalog), chosen)
 
@@ -312,8 +299,7 @@ class BenchScreen(ConsoleScreen):
             return
 
         def start() -> str:
-            path, overrides = self.backend.demo_campaign()
-            return self.backend.start_campaign(path, overrides)
+            return self.backend.start_campaign(self.backend.demo_campaign())
 
         self._start(start, "demo campaign (DDTree budget sweep)")
 
@@ -322,7 +308,7 @@ class BenchScreen(ConsoleScreen):
         self.app.call_from_thread(self.notify, f"starting {what}…", timeout=2)
         try:
             run_id = action()
-        except ActionRefused as exc:
+        except (ActionRefused, ConsoleError) as exc:
             self.app.call_from_thread(self.notify, exc.message, severity="error")
             return
         except Exception as exc:

@@ -1,0 +1,138 @@
+"""Create a run from a typed request, and start it detached, in one place for both front ends.
+
+`create_run` makes the run folder and stores the request in its `run.json`; `detach` starts
+`python -m console run-request RUN_DIR` in its own session (it outlives the shell or the
+TUI that started it), and that runner reads the request back from `run.json`. The runner
+itself is assembled in `console/cli/runner.py`: it needs the server manager and the profile
+catalog, which this package does not import.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from console.bench.rundir import RunDir
+from console.core.errors import ConsoleError
+
+if TYPE_CHECKING:
+    # Imported where used: `ddconsole --help` registers the runner's verb from this module
+    # and must not load pydantic and httpx.
+    from console.bench.request import RunRequest
+
+RUNNER_VERB = "run-request"
+"""The hidden `ddconsole` verb that runs a stored request (console/cli/runner.py)."""
+CLAIM_TIMEOUT_S = 10.0
+"""How long a detached runner has to claim its run before `detach` gives up waiting."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Detached:
+    """A run started in the background."""
+
+    run_id: str
+    run_dir: Path
+    pid: int | None
+    """The runner's pid once it claimed the run (None if it had not within 10 s)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "run_dir": str(self.run_dir),
+            "detached": True,
+            "pid": self.pid,
+        }
+
+
+def create_run(
+    request: RunRequest,
+    *,
+    runs_root: Path,
+    name: str,
+    demo: bool,
+    fingerprint: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> RunDir:
+    """A new run folder whose `run.json` holds `request` (and the workload and levels that
+    summaries read). `demo` says which services the runner uses; `fingerprint` is written
+    by the runner when not given here."""
+    from console.bench.request import CampaignRequest
+
+    meta: dict[str, Any] = {
+        "kind": request.kind,
+        "status": "created",
+        "demo": demo,
+        "request": request.to_json(),
+        "workload": request.workload_json(),
+        "cells": [],
+    }
+    if fingerprint is not None:
+        meta["fingerprint"] = fingerprint
+    if isinstance(request, CampaignRequest):
+        # The keys campaign runs always had: `--resume` of a run made before `request`
+        # existed reads its spec from here.
+        meta["spec"] = request.spec.model_dump(mode="json")
+        if request.source is not None:
+            meta["campaign_file"] = request.source
+    else:
+        meta["levels"] = [vars(level) for level in request.levels()]
+    meta.update(extra or {})
+    return RunDir.create(runs_root, name, meta)
+
+
+def stored_request(run: RunDir) -> RunRequest:
+    """The request a run was made from; a campaign run made before requests were stored
+    gives its spec."""
+    from console.bench.request import CampaignRequest, request_from_json
+
+    meta = run.meta()
+    if "request" in meta:
+        return request_from_json(meta["request"])
+    if meta.get("kind") == "campaign" and "spec" in meta:
+        return CampaignRequest.from_json(
+            {"spec": meta["spec"], "source": meta.get("campaign_file")}
+        )
+    raise ConsoleError(f"run {run.run_id} holds no request to run (made by an older ddconsole)")
+
+
+def stored_demo(run: RunDir) -> bool:
+    """Whether the run belongs to demo mode (its own key, else its fingerprint's)."""
+    meta = run.meta()
+    if isinstance(meta.get("demo"), bool):
+        return bool(meta["demo"])
+    fingerprint = meta.get("fingerprint")
+    return bool(fingerprint.get("demo")) if isinstance(fingerprint, dict) else False
+
+
+def detach(run: RunDir) -> Detached:
+    """Start the runner for `run` in its own session and wait until it claims the run.
+    Its output goes to the run's `console.log`. ConsoleError when it exits before claiming,
+    with the log's last line."""
+    command = [sys.executable, "-m", "console", RUNNER_VERB, str(run.path)]
+    log_path = run.path / "console.log"
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+        )
+    deadline = time.monotonic() + CLAIM_TIMEOUT_S
+    while run.owner_alive() is None and time.monotonic() < deadline:
+        if process.poll() is not None and run.owner_alive() is None:
+            if run.meta().get("status") != "created":
+                break  # it ran to its end already
+            lines = log_path.read_text(errors="replace").strip().splitlines()
+            last = lines[-1].removeprefix("ddconsole: error: ") if lines else "no output"
+            raise ConsoleError(f"run {run.run_id} stopped at once: {last} (log: {log_path})")
+        time.sleep(0.05)
+    # A long-lived caller (the TUI) reaps the runner when it ends, leaving no zombie.
+    threading.Thread(target=process.wait, name=f"reap-{run.run_id}", daemon=True).start()
+    return Detached(run_id=run.run_id, run_dir=run.path, pid=run.owner_alive())

@@ -1,0 +1,310 @@
+"""What a user asks to run: a benchmark of one server, or a campaign of cells.
+
+Both front ends build these typed requests (the CLI from its flags, the TUI from its forms)
+and hand them to `console.bench.launch`, which stores the request in the run's `run.json`;
+the runner, in this process or detached, reads it back from there. No argv or TOML is
+rebuilt on the way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import ValidationError
+
+from console.bench.spec import CampaignSpec, CellSpec, load_campaign
+from console.bench.workload import DEFAULT_VOCAB, Workload, load_dataset
+from console.core.errors import ConsoleError, UsageError
+from console.profiles.command import select
+from console.profiles.loader import ProfileCatalog
+
+if TYPE_CHECKING:
+    # The level runner pulls in httpx: the TUI builds requests before its first frame.
+    from console.bench.levels import LevelSpec
+
+EndpointName = Literal["generate", "chat", "completions"]
+DEFAULT_REQUESTS = 16
+"""Requests per level when neither a count nor a duration is given."""
+
+
+def cell_id(profile: str, layout: str, variant: str) -> str:
+    """A cell's id in a run: `profile/layout/variant`."""
+    return f"{profile}/{layout}/{variant}"
+
+
+def level_specs(
+    *,
+    concurrency: tuple[int, ...],
+    rates: tuple[float, ...],
+    requests: int | None,
+    duration_s: float | None,
+    warmup: int,
+    flush_cache: bool,
+) -> list[LevelSpec]:
+    """One level per concurrency, or per rate (open loop; the first concurrency caps the
+    requests in flight)."""
+    from console.bench.levels import LevelSpec
+
+    if requests is None and duration_s is None:
+        requests = DEFAULT_REQUESTS
+    if requests is not None and requests < 1:
+        raise UsageError("--requests must be at least 1")
+    if duration_s is not None and duration_s <= 0:
+        raise UsageError("--duration must be positive")
+    if rates:
+        cap = concurrency[0] if concurrency else None
+        return [
+            LevelSpec(i, cap, rate, requests, duration_s, warmup, flush_cache)
+            for i, rate in enumerate(rates)
+        ]
+    return [
+        LevelSpec(i, c, None, requests, duration_s, warmup, flush_cache)
+        for i, c in enumerate(concurrency or (1,))
+    ]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BenchRequest:
+    """A benchmark of one running server: `ddconsole bench`'s flags, or the Bench screen."""
+
+    server_id: str | None = None
+    """A managed server (see `ddconsole ps`); or give `url`."""
+    url: str | None = None
+    """Any SGLang server, managed or not."""
+    concurrency: tuple[int, ...] = ()
+    """Closed-loop concurrency per level (empty: one level at 1)."""
+    rates: tuple[float, ...] = ()
+    """Open-loop Poisson request rates per second instead (one level each)."""
+    requests: int | None = None
+    """Requests per level (16 unless `duration_s`)."""
+    duration_s: float | None = None
+    """Seconds per level instead of a request count."""
+    input_len: int = 512
+    output_len: int = 256
+    range_ratio: float = 1.0
+    endpoint: EndpointName = "generate"
+    warmup: int = 1
+    flush_cache: bool = False
+    seed: int = 0
+    dataset: str | None = None
+    """Prompts from this JSONL or ShareGPT JSON file instead of random token ids."""
+    vocab_size: int = DEFAULT_VOCAB
+    name: str | None = None
+    """The run's name (default: `bench-` and the cell: profile-layout-variant, or the URL)."""
+
+    kind: Literal["bench"] = "bench"
+
+    def validate(self) -> BenchRequest:
+        """Self, or UsageError naming the first bad field."""
+        if (self.server_id is None) == (self.url is None):
+            raise UsageError("name one target: a managed server (--server) or a URL (--url)")
+        if any(c < 1 for c in self.concurrency):
+            raise UsageError("concurrency levels must be at least 1")
+        if any(r <= 0 for r in self.rates):
+            raise UsageError("rates must be positive (requests per second)")
+        if self.warmup < 0:
+            raise UsageError("--warmup cannot be negative")
+        self.levels()
+        self.workload_spec().validate()
+        return self
+
+    def levels(self) -> list[LevelSpec]:
+        return level_specs(
+            concurrency=self.concurrency,
+            rates=self.rates,
+            requests=self.requests,
+            duration_s=self.duration_s,
+            warmup=self.warmup,
+            flush_cache=self.flush_cache,
+        )
+
+    def workload_spec(self) -> Workload:
+        """The workload without its prompts file read (cheap; for validation)."""
+        return Workload(
+            self.input_len,
+            self.output_len,
+            self.range_ratio,
+            self.vocab_size,
+            self.seed,
+            Path(self.dataset) if self.dataset else None,
+        )
+
+    def workload(self) -> Workload:
+        """The workload with the dataset's prompts loaded (the runner calls this)."""
+        spec = self.workload_spec().validate()
+        if spec.dataset is None:
+            return spec
+        prompts = tuple(load_dataset(spec.dataset, self.output_len))
+        return Workload(
+            spec.input_len,
+            spec.output_len,
+            spec.range_ratio,
+            spec.vocab_size,
+            spec.seed,
+            spec.dataset,
+            prompts,
+        )
+
+    def run_name(self, cell_id: str) -> str:
+        return self.name or f"bench-{cell_id.replace('/', '-')}"
+
+    def workload_json(self) -> dict[str, Any]:
+        """The run's `workload` record, as summaries and listings read it."""
+        return {
+            "input_len": self.input_len,
+            "output_len": self.output_len,
+            "range_ratio": self.range_ratio,
+            "endpoint": self.endpoint,
+            "seed": self.seed,
+            "dataset": self.dataset,
+            "vocab_size": self.vocab_size,
+            "warmup": self.warmup,
+            "flush_cache": self.flush_cache,
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["concurrency"] = list(self.concurrency)
+        data["rates"] = list(self.rates)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BenchRequest:
+        """The request `to_json` wrote; ConsoleError when it is not one."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConsoleError(f"benchmark request: unknown fields {', '.join(unknown)}")
+        values = dict(data)
+        try:
+            values["concurrency"] = tuple(int(c) for c in values.get("concurrency", ()))
+            values["rates"] = tuple(float(r) for r in values.get("rates", ()))
+            return cls(**values).validate()
+        except (TypeError, ValueError) as exc:
+            raise ConsoleError(f"benchmark request: {exc}") from None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CampaignRequest:
+    """A campaign: its parsed spec (a file's, or cells chosen in the TUI), with any
+    overrides (GPUs, port) already applied and validated."""
+
+    spec: CampaignSpec
+    source: str | None = None
+    """The campaign file it came from (None for cells chosen in the TUI)."""
+
+    kind: Literal["campaign"] = "campaign"
+
+    @classmethod
+    def from_file(
+        cls, path: Path, *, gpus: tuple[int, ...] | None = None, port: int | None = None
+    ) -> CampaignRequest:
+        """A campaign file, optionally placed on other GPUs or another port."""
+        spec = load_campaign(path)
+        return cls(spec=spec, source=str(path.resolve())).placed(gpus=gpus, port=port)
+
+    @classmethod
+    def from_cells(
+        cls,
+        cells: tuple[tuple[str, str, str], ...],
+        *,
+        concurrency: tuple[int, ...],
+        requests: int,
+        name: str = "chosen-cells",
+    ) -> CampaignRequest:
+        """Cells (profile, layout, variant) picked one by one, each run at these levels."""
+        try:
+            spec = CampaignSpec(
+                name=name,
+                cells=[CellSpec(profile=p, layout=lay, variant=v) for p, lay, v in cells],
+                concurrency=list(concurrency),
+                requests=requests,
+            )
+        except ValidationError as exc:
+            raise UsageError(f"chosen cells: {exc.errors(include_url=False)[0]['msg']}") from None
+        return cls(spec=spec)
+
+    def placed(
+        self, *, gpus: tuple[int, ...] | None = None, port: int | None = None
+    ) -> CampaignRequest:
+        """The same campaign with its servers on `gpus` and `port` (None keeps each)."""
+        changes: dict[str, Any] = {}
+        if gpus is not None:
+            changes["gpus"] = list(gpus)
+        if port is not None:
+            changes["port"] = port
+        if not changes:
+            return self
+        return CampaignRequest(spec=self.spec.with_changes(**changes), source=self.source)
+
+    def check(self, catalog: ProfileCatalog) -> CampaignRequest:
+        """Self, or a ConsoleError naming the first cell whose profile, layout or variant
+        does not exist (before any run folder is made)."""
+        for cell in self.spec.cell_list():
+            select(catalog.get(cell.profile), cell.layout, cell.variant)
+        return self
+
+    def levels(self) -> list[LevelSpec]:
+        spec = self.spec
+        return level_specs(
+            concurrency=tuple(spec.concurrency),
+            rates=tuple(spec.rates),
+            requests=spec.requests,
+            duration_s=spec.duration_s,
+            warmup=spec.warmup,
+            flush_cache=spec.flush_cache,
+        )
+
+    def workload(self) -> Workload:
+        spec = self.spec
+        dataset = Path(spec.dataset) if spec.dataset else None
+        return Workload(
+            spec.input_len,
+            spec.output_len,
+            spec.range_ratio,
+            seed=spec.seed,
+            dataset=dataset,
+            prompts_from_file=tuple(load_dataset(dataset, spec.output_len)) if dataset else (),
+        ).validate()
+
+    def workload_json(self) -> dict[str, Any]:
+        spec = self.spec
+        return {
+            "input_len": spec.input_len,
+            "output_len": spec.output_len,
+            "range_ratio": spec.range_ratio,
+            "endpoint": spec.endpoint,
+            "seed": spec.seed,
+            "requests": spec.requests,
+            "duration_s": spec.duration_s,
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "spec": self.spec.model_dump(mode="json"), "source": self.source}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CampaignRequest:
+        """The request `to_json` wrote; ConsoleError when it is not one."""
+        try:
+            spec = CampaignSpec.model_validate(data["spec"])
+        except (KeyError, ValidationError) as exc:
+            raise ConsoleError(f"campaign request: no valid spec ({exc})") from None
+        source = data.get("source")
+        return cls(spec=spec, source=source if isinstance(source, str) else None)
+
+
+RunRequest = BenchRequest | CampaignRequest
+
+
+def request_from_json(data: object) -> RunRequest:
+    """A stored request, by its `kind`."""
+    if not isinstance(data, dict):
+        raise ConsoleError("run request: not a JSON object")
+    kind = data.get("kind")
+    if kind == "bench":
+        return BenchRequest.from_json(data)
+    if kind == "campaign":
+        return CampaignRequest.from_json(data)
+    raise ConsoleError(f"run request: unknown kind {kind!r}")

@@ -1,0 +1,175 @@
+"""Run a stored request in this process: `bench` and `campaign` in the foreground, and the
+hidden `run-request RUN_DIR` verb that a detached run executes.
+
+This is where a request meets the services (server manager, profile catalog, GPU backend):
+the bench package cannot import them, so the runner is assembled here, once, for every way
+a run starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from console.cli import run_common as rc
+
+if TYPE_CHECKING:
+    from console.bench.campaign import CampaignRunner, CellPlan
+    from console.bench.request import BenchRequest, CampaignRequest, RunRequest
+    from console.bench.rundir import RunDir
+    from console.cli.services import Services
+
+
+def register(verbs: Any, common: argparse.ArgumentParser) -> None:
+    from console.bench.launch import RUNNER_VERB
+
+    # No help text: a hidden verb, started by `--detach` and by the console, not by users.
+    runner = verbs.add_parser(RUNNER_VERB, parents=[common])
+    runner.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    runner.set_defaults(handler=_run_request, json=False, out=None)
+
+
+def bench_cell(services: Services, request: BenchRequest) -> tuple[BenchRequest, CellPlan]:
+    """The cell a benchmark loads, and the request with its server id resolved (a prefix
+    becomes the full id). UsageError when the managed server is not ready."""
+    from console.bench.campaign import CellPlan, StartedServer
+    from console.bench.cells import meta_from_plan
+    from console.bench.request import cell_id
+
+    if request.server_id is None:
+        url = (request.url or "").rstrip("/")
+        return dataclasses.replace(request, url=url), CellPlan(
+            url, None, None, None, {}, StartedServer(None, url)
+        )
+    from console.server.actions import auth_headers, ready_server
+
+    status = ready_server(services.manager(), request.server_id)
+    plan = status.record.plan
+    server = StartedServer(
+        status.id, status.record.url, auth_headers(plan), plan.gpus, plan.to_json()
+    )
+    cell = CellPlan(
+        cell_id(plan.profile, plan.layout, plan.variant),
+        plan.profile,
+        plan.layout,
+        plan.variant,
+        meta_from_plan(plan.to_json()),
+        server,
+    )
+    return dataclasses.replace(request, server_id=status.id), cell
+
+
+def campaign_cells(services: Services, request: CampaignRequest) -> list[CellPlan]:
+    from console.bench.campaign import CellPlan
+    from console.bench.request import cell_id
+
+    cells = []
+    for cell in request.spec.cell_list():
+        loaded = services.catalog.get(cell.profile)
+        variant = loaded.profile.variants[cell.variant]
+        cells.append(
+            CellPlan(
+                cell_id(cell.profile, cell.layout, cell.variant),
+                cell.profile,
+                cell.layout,
+                cell.variant,
+                {
+                    "algorithm": variant.algorithm.value,
+                    "architecture": loaded.profile.model.architecture.value,
+                    "ddtree_budget": variant.ddtree_budget,
+                },
+            )
+        )
+    return cells
+
+
+def build_runner(
+    args: argparse.Namespace,
+    services: Services,
+    run: RunDir,
+    request: RunRequest,
+    cells: list[CellPlan] | None = None,
+) -> CampaignRunner:
+    """The runner for `request` into `run`; a benchmark's cell may be given (already
+    resolved by the caller), else it is resolved here."""
+    from console.bench.campaign import CampaignRunner, RunOptions
+    from console.bench.client import Endpoint
+    from console.bench.request import BenchRequest
+
+    if isinstance(request, BenchRequest):
+        if cells is None:
+            cells = [bench_cell(services, request)[1]]
+        options = RunOptions(Endpoint(request.endpoint), request.workload(), request.levels())
+        control = None
+    else:
+        from console.server.control import ManagedControl
+
+        spec = request.spec
+        cells = campaign_cells(services, request)
+        options = RunOptions(Endpoint(spec.endpoint), request.workload(), request.levels())
+        control = ManagedControl(
+            services.manager(),
+            services.catalog,
+            services.topology(),
+            demo=services.demo,
+            port=spec.port,
+            gpus=tuple(spec.gpus) if spec.gpus else None,
+        )
+    return CampaignRunner(
+        run,
+        cells,
+        options,
+        control=control,
+        gpu_backend=services.gpu_backend,
+        on_event=lambda text: rc.say(args, text),
+    )
+
+
+def run_in_process(
+    args: argparse.Namespace,
+    services: Services,
+    run: RunDir,
+    request: RunRequest,
+    *,
+    resume_hint: str,
+    cells: list[CellPlan] | None = None,
+) -> int:
+    """Run to the end (or a signal) here, then print the summary; the exit status."""
+    runner = build_runner(args, services, run, request, cells)
+    status = rc.execute(args, runner)
+    return rc.finish(args, run, status, resume_hint)
+
+
+def resume_hint(services: Services, run: RunDir, request: RunRequest) -> str:
+    from console.bench.request import CampaignRequest
+
+    if isinstance(request, CampaignRequest):
+        demo = " --demo" if services.demo else ""
+        source = request.source or "FILE"
+        return f"`ddconsole campaign {source} --resume {run.run_id}{demo}` continues"
+    return f"results so far are in {run.path}"
+
+
+def _run_request(args: argparse.Namespace) -> int:
+    """The detached runner: everything it needs is in the run's `run.json`."""
+    from console.bench.launch import stored_demo, stored_request
+    from console.bench.rundir import RunDir
+    from console.cli.services import Services
+    from console.core.errors import UsageError
+
+    if not (args.run_dir / "run.json").is_file():
+        raise UsageError(f"{args.run_dir} is not a run folder (no run.json)")
+    run = RunDir(args.run_dir.resolve())
+    owner = run.owner_alive()
+    if owner is not None:
+        raise UsageError(f"run {run.run_id} is still running (pid {owner})")
+    request = stored_request(run)
+    services = Services.create(demo=stored_demo(run))
+    if "fingerprint" not in run.meta():
+        run.update_meta(fingerprint=rc.fingerprint(services))
+    rc.say(args, f"run {run.run_id} -> {run.path}")
+    return run_in_process(
+        args, services, run, request, resume_hint=resume_hint(services, run, request)
+    )
