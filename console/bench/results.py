@@ -13,6 +13,8 @@ CLI and the snapshot read them. Nothing between those modules is keyed by string
   `{name}_count`, `chunk_accept_mismatch` and `accept_length_note` only when set), `best` and
   `findings`. Levels imported from SGLang's bench_serving carry every level key, null where
   bench_serving reports no number.
+- 2: each level summary gains `accept_ratio` (its last key): accepted tokens per step /
+  verify tokens per step.
 
 A `summary.json` of another version, or one that does not parse, is never trusted: the
 loader (`summary.load_summary`) rebuilds it from the run's files.
@@ -372,6 +374,16 @@ class LevelSummary:
     """Output tok/s over the same profile, layout and level with speculation off."""
     accept_length_note: str | None = None
     """How `accept_length` differs from ours (levels imported from SGLang's benchmark)."""
+    accept_ratio: float | None = field(default=None, init=False)
+    """Accepted tokens per step / verify tokens per step: the share of the tokens the target
+    verifies that it keeps (1 autoregressive; falls as a DDTree budget's extra nodes are
+    verified and thrown away)."""
+
+    def __post_init__(self) -> None:
+        # Derived fields: computed here from the measured ones, never read back from JSON.
+        accepted, verified = self.accepted_tokens_per_step, self.verify_tokens_per_step
+        ratio = accepted / verified if accepted is not None and verified else None
+        object.__setattr__(self, "accept_ratio", ratio)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -541,7 +553,7 @@ class BestLevel:
 class RunSummary:
     """A run's `summary.json`: every cell's level summaries, the best per level, findings."""
 
-    SCHEMA_VERSION: ClassVar[int] = 1
+    SCHEMA_VERSION: ClassVar[int] = 2
 
     run_id: str
     run_dir: str

@@ -118,6 +118,7 @@ _TABLE: tuple[Column, ...] = (
         lambda c, lv: lv.accepted_tokens_per_step,
         ".2f",
     ),
+    _column("accept_ratio", "ACCEPT %", lambda c, lv: lv.accept_ratio, ".0%"),
     _column("accept_length", "ACCEPT", lambda c, lv: lv.accept_length, ".2f"),
     _column("accept_length_counters", "ACCEPT CTR", lambda c, lv: lv.accept_length_counters, ".2f"),
     _column(
@@ -163,6 +164,7 @@ SUMMARY_VIEW = (
     "verify_tokens_per_step",
     "step_time_s",
     "accepted_tokens_per_step",
+    "accept_ratio",
     "output_tok_s",
     "speedup_vs_off",
     "ttft_p50_p99",
@@ -197,6 +199,7 @@ CSV_VIEW = (
     "verify_tokens_per_step",
     "step_time_s",
     "accepted_tokens_per_step",
+    "accept_ratio",
     "accept_length_counters",
     "accept_length_per_request",
     "accept_length_gauge",
