@@ -1,7 +1,8 @@
 """What the TUI shows and does, behind one interface: live services, a replay, or a scene.
 
-Screens only read (`store`, `servers()`, `events()`, `now()`) and request actions; actions
-block and are run by the screens on worker threads, never on the UI loop.
+Screens only read (`store`, `servers()`, `runs()`, `now()`) and request actions; actions
+block and are run by the screens on worker threads, never on the UI loop. Every member is
+one a screen renders or calls.
 """
 
 from __future__ import annotations
@@ -62,9 +63,6 @@ class Backend(Protocol):
 
     def servers(self) -> list[ServerView]: ...
 
-    def events(self) -> list[str]:
-        """Recent discrete events (state changes, launches), newest last."""
-
     def runs(self) -> list[RunRow]:
         """Every benchmark run, oldest first: the results folder now (live), or the runs as
         recorded at the replay's position."""
@@ -95,8 +93,6 @@ class Backend(Protocol):
 
     def demo_campaign(self) -> CampaignRequest:
         """The ready-made demo sweep, placed on a free GPU and port beside running servers."""
-
-    def log_path(self, server_id: str) -> str | None: ...
 
 
 class ActionRefused(Exception):

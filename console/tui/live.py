@@ -93,7 +93,6 @@ class LiveBackend:
         """Where the flight recorder writes (None: not recording)."""
         self.record_max_bytes = record_max_bytes
         self.recorder: SessionRecorder | None = None
-        self._events: list[str] = []
         self._event_count = 0
         self._views: tuple[int, list[ServerView]] = (-1, [])
 
@@ -180,16 +179,8 @@ class LiveBackend:
             return []
         return self.monitor.watcher.current
 
-    def events(self) -> list[str]:
-        changes = [
-            f"{time.strftime('%H:%M:%S')} {c.server_id}: "
-            f"{c.before or 'new'} -> {c.after}" + (f" ({c.reason})" if c.reason else "")
-            for c in (self.monitor.changes if self.monitor else [])
-        ]
-        return (changes + self._events)[-50:]
-
     def _note(self, text: str) -> None:
-        self._events = [*self._events, f"{time.strftime('%H:%M:%S')} {text}"][-50:]
+        """An action's outcome, kept in the flight recording."""
         self._event_count += 1
         if self.recorder is not None:
             self.recorder.event(text)
@@ -306,12 +297,6 @@ class LiveBackend:
         stopped = ", ".join(v.id for v in victims) or "nothing"
         self._note(f"switched {stopped} -> {status.id} ({plan.layout} {plan.variant})")
         return _outcome(status, progress)
-
-    def log_path(self, server_id: str) -> str | None:
-        try:
-            return self.manager.records.load(server_id).log_path
-        except ConsoleError:
-            return None
 
     # -- benchmarks (detached, so they outlive the TUI) ----------------------------------
 
