@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import cpu_seconds, update_results
 from console.bench.campaign import CampaignRunner, CellPlan, RunOptions, StartedServer
+from console.bench.cells import CellTraits
 from console.bench.client import Endpoint, make_client, run_request
 from console.bench.levels import LevelSpec, Target, run_level
 from console.bench.rundir import RunDir
@@ -79,7 +80,7 @@ def capacity(url: str, streams: int, tokens: int, rounds: int) -> list[tuple[int
     with tempfile.TemporaryDirectory() as folder:
         for index in range(rounds):
             run = RunDir.create(Path(folder), f"capacity-{index}", {"kind": "bench", "cells": []})
-            cell = CellPlan(url, None, None, None, {}, StartedServer(None, url))
+            cell = CellPlan(url, None, None, None, CellTraits(), StartedServer(None, url))
             levels = [LevelSpec(0, streams, None, streams * 2, None, warmup=0)]
             runner = CampaignRunner(
                 run,

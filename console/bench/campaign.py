@@ -13,17 +13,25 @@ import os
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import httpx
 
 from console import __version__
-from console.bench.cells import meta_from_plan, meta_from_server_info
+from console.bench.cells import CellTraits, meta_from_plan, meta_from_server_info
 from console.bench.client import Endpoint, make_client
 from console.bench.levels import LevelOutcome, LevelSpec, Target, admin_headers, run_level
+from console.bench.listing import Progress
 from console.bench.recorder import TelemetryRecorder
-from console.bench.results import Counters, LevelRecord, LevelSummary, RequestResult
+from console.bench.results import (
+    CellMeta,
+    Counters,
+    JsonDict,
+    LevelRecord,
+    LevelSummary,
+    RequestResult,
+)
 from console.bench.rundir import RunDir, RunWriteError
 from console.bench.summary import write_summaries
 from console.bench.tables import fmt
@@ -43,7 +51,8 @@ class StartedServer:
     url: str
     headers: dict[str, str] = field(default_factory=dict)
     gpus: tuple[int, ...] = ()
-    plan: dict[str, Any] | None = None
+    plan: JsonDict | None = None
+    """The server's plan as `Plan.to_json()` writes it, kept verbatim in run.json."""
 
 
 class ServerHandle(Protocol):
@@ -62,7 +71,7 @@ class ServerHandle(Protocol):
     def gpus(self) -> tuple[int, ...]: ...
 
     @property
-    def plan(self) -> dict[str, Any] | None: ...
+    def plan(self) -> JsonDict | None: ...
 
 
 class ServerControl(Protocol):
@@ -83,7 +92,7 @@ class CellPlan:
     profile: str | None
     layout: str | None
     variant: str | None
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: CellTraits = field(default_factory=CellTraits)
     fixed: ServerHandle | None = None
     """A server given on the command line (no lifecycle)."""
 
@@ -95,7 +104,8 @@ class RunOptions:
     levels: list[LevelSpec]
 
 
-async def server_info(client: httpx.AsyncClient, server: ServerHandle) -> dict[str, Any] | None:
+async def server_info(client: httpx.AsyncClient, server: ServerHandle) -> JsonDict | None:
+    """The server's /server_info document (SGLang's JSON, kept verbatim once redacted)."""
     try:
         response = await client.get(f"{server.url}/server_info", headers=server.headers, timeout=30)
         data = response.json() if response.status_code == 200 else None
@@ -104,7 +114,7 @@ async def server_info(client: httpx.AsyncClient, server: ServerHandle) -> dict[s
     return data if isinstance(data, dict) else None
 
 
-def redact_server_info(info: dict[str, Any] | None) -> dict[str, Any] | None:
+def redact_server_info(info: JsonDict | None) -> JsonDict | None:
     """Server info as kept in a run: every secret-named field, the values after secret flags
     in `launch_command`, and those values wherever else they appear, replaced by ***. Real
     SGLang serves api_key, admin_api_key and ssl_keyfile_password in clear (sglang 0.5.23
@@ -115,11 +125,13 @@ def redact_server_info(info: dict[str, Any] | None) -> dict[str, Any] | None:
     command = info.get("launch_command")
     if isinstance(command, str):
         found |= argv_secrets(command.split())
-    masked: dict[str, Any] = redact_json(info, found)
+    masked: JsonDict = redact_json(info, found)
     return masked
 
 
-def fingerprint(gpu_backend: GpuBackend | None, demo: bool) -> dict[str, Any]:
+def fingerprint(gpu_backend: GpuBackend | None, demo: bool) -> JsonDict:
+    """The host, GPUs, driver and version, as run.json records them (and summaries pass on
+    unread)."""
     names: list[str] = []
     driver = None
     if gpu_backend is not None:
@@ -167,7 +179,7 @@ class CampaignRunner:
         self.telemetry_interval_s = telemetry_interval_s
         self.stop = asyncio.Event()
         self.attempt = 1
-        self._progress: dict[str, Any] = {"cell": None, "level": None, "done": 0, "planned": 0}
+        self._progress = Progress(cell=None, level=None, done=0, planned=0)
 
     # -- bookkeeping ---------------------------------------------------------------------
 
@@ -181,11 +193,16 @@ class CampaignRunner:
                 "profile": cell.profile,
                 "layout": cell.layout,
                 "variant": cell.variant,
-                **cell.meta,
+                **cell.meta.to_json(),
             }
             cells.append(entry)
         entry.update(changes)
         self.run.write_meta(meta)
+
+    def _cells_on_disk(self) -> list[CellMeta]:
+        return [
+            CellMeta.from_json(c) for c in self.run.meta().get("cells", []) if isinstance(c, dict)
+        ]
 
     def _finished_levels(self, cell: CellPlan) -> set[int]:
         return {
@@ -198,7 +215,8 @@ class CampaignRunner:
         import json
 
         self.run.write_text(
-            "progress.json", json.dumps({**self._progress, "updated_wall": time.time()})
+            "progress.json",
+            json.dumps({**self._progress.to_json(), "updated_wall": time.time()}),
         )
 
     # -- running -------------------------------------------------------------------------
@@ -221,7 +239,7 @@ class CampaignRunner:
                 await self._run_cell(cell)
             if self.stop.is_set():
                 status = "interrupted"
-            elif all(c.get("status") == "failed" for c in self.run.meta().get("cells", [])):
+            elif all(cell.status == "failed" for cell in self._cells_on_disk()):
                 status = "failed"
         except RunWriteError:
             status = "interrupted"
@@ -239,13 +257,12 @@ class CampaignRunner:
         """Servers an interrupted earlier attempt of this run left running (a SIGKILL)."""
         if self.control is None:
             return
-        for entry in self.run.meta().get("cells", []):
-            if entry.get("status") in ("starting", "running") and entry.get("server_id"):
+        for entry in self._cells_on_disk():
+            if entry.status in ("starting", "running") and entry.server_id:
                 self.on_event(
-                    f"{entry['cell_id']}: stopping {entry['server_id']} left by an "
-                    "interrupted attempt"
+                    f"{entry.cell_id}: stopping {entry.server_id} left by an interrupted attempt"
                 )
-                await asyncio.to_thread(self.control.stop, entry["server_id"])
+                await asyncio.to_thread(self.control.stop, entry.server_id)
 
     async def _run_cell(self, cell: CellPlan) -> None:
         finished = self._finished_levels(cell)
@@ -295,7 +312,7 @@ class CampaignRunner:
                 admin_headers(server.plan),
             )
             derived = meta_from_plan(server.plan) if server.plan else meta_from_server_info(info)
-            self._cell_meta(cell, **{k: v for k, v in derived.items() if v is not None})
+            self._cell_meta(cell, **derived.to_json())
             self._cell_meta(
                 cell,
                 status="running",
@@ -334,7 +351,7 @@ class CampaignRunner:
         self, cell: CellPlan, client: httpx.AsyncClient, target: Target, level: LevelSpec
     ) -> LevelOutcome | None:
         planned = level.requests or 0
-        self._progress.update(cell=cell.cell_id, level=level.index, done=0, planned=planned)
+        self._progress = Progress(cell=cell.cell_id, level=level.index, done=0, planned=planned)
         self._write_progress()
         self.on_event(f"{cell.cell_id}: level {level.index} ({level.label})")
         last_progress = time.monotonic()
@@ -352,7 +369,7 @@ class CampaignRunner:
                 },
                 finite=False,
             )
-            self._progress["done"] = int(self._progress["done"] or 0) + 1
+            self._progress = replace(self._progress, done=self._progress.done + 1)
             if time.monotonic() - last_progress > 1.0:
                 last_progress = time.monotonic()
                 self._write_progress()
@@ -412,11 +429,8 @@ class CampaignRunner:
         return outcome
 
     def _failure_of(self, cell: CellPlan) -> str | None:
-        meta = self.run.meta()
-        entry: dict[str, Any] = next(
-            (c for c in meta.get("cells", []) if c["cell_id"] == cell.cell_id), {}
-        )
-        server_id = entry.get("server_id")
+        entry = next((c for c in self._cells_on_disk() if c.cell_id == cell.cell_id), None)
+        server_id = entry.server_id if entry is not None else None
         if not server_id or self.control is None:
             return None
         deadline = time.monotonic() + 2.0

@@ -14,11 +14,12 @@ import time
 from array import array
 from collections.abc import AsyncIterator
 from enum import StrEnum
-from typing import Any
 
 import aiohttp
 import httpx
 from httpx_aiohttp import AiohttpTransport
+
+from console.bench.results import JsonDict
 
 # RequestResult lives with the other run results; the client fills it, so it is named here too.
 from console.bench.results import RequestResult as RequestResult
@@ -76,9 +77,9 @@ def describe_error(exc: BaseException, chunks: int) -> str:
     return f"{kind}{where}: {cause}"
 
 
-def request_body(endpoint: Endpoint, prompt: Prompt, model: str | None) -> dict[str, Any]:
+def request_body(endpoint: Endpoint, prompt: Prompt, model: str | None) -> JsonDict:
     if endpoint is Endpoint.GENERATE:
-        body: dict[str, Any] = {
+        body: JsonDict = {
             "stream": True,
             "sampling_params": {
                 "max_new_tokens": prompt.output_len,
@@ -91,7 +92,7 @@ def request_body(endpoint: Endpoint, prompt: Prompt, model: str | None) -> dict[
         else:
             body["text"] = prompt.text
         return body
-    common: dict[str, Any] = {
+    common: JsonDict = {
         "model": model or "default",
         "stream": True,
         "max_tokens": prompt.output_len,

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from console.bench.results import CellSummary, LevelSummary, RunSummary
+from console.bench.results import CellSummary, JsonDict, LevelSummary, RunSummary
 from console.bench.tables import COLUMNS, COMPARE_METRICS
 
 
@@ -35,8 +34,8 @@ class CompareRow:
     def metric(self, name: str) -> MetricPair:
         return next(m for m in self.metrics if m.name == name)
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"cell": self.cell, "concurrency": self.load}
+    def to_json(self) -> JsonDict:
+        out: JsonDict = {"cell": self.cell, "concurrency": self.load}
         for pair in self.metrics:
             out[f"{pair.name}_a"] = pair.a
             out[f"{pair.name}_b"] = pair.b
@@ -52,7 +51,7 @@ class CompareResult:
     only_a: tuple[str, ...]
     only_b: tuple[str, ...]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDict:
         return {
             "run_a": self.run_a,
             "run_b": self.run_b,

@@ -40,7 +40,7 @@ class Detached:
     pid: int | None
     """The runner's pid once it claimed the run (None if it had not within 10 s)."""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:  # `--detach --json` output
         return {
             "run_id": self.run_id,
             "run_dir": str(self.run_dir),
@@ -55,15 +55,15 @@ def create_run(
     runs_root: Path,
     name: str,
     demo: bool,
-    fingerprint: dict[str, Any] | None = None,
-    extra: dict[str, Any] | None = None,
+    fingerprint: dict[str, Any] | None = None,  # JSON kept verbatim in run.json
+    extra: dict[str, Any] | None = None,  # more run.json keys (the CLI's argv)
 ) -> RunDir:
     """A new run folder whose `run.json` holds `request` (and the workload and levels that
     summaries read). `demo` says which services the runner uses; `fingerprint` is written
     by the runner when not given here."""
     from console.bench.request import CampaignRequest
 
-    meta: dict[str, Any] = {
+    meta: dict[str, Any] = {  # run.json's document
         "kind": request.kind,
         "status": "created",
         "demo": demo,

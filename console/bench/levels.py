@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 
 from console.bench.client import Endpoint, RequestResult, run_request
+from console.bench.results import JsonDict
 from console.bench.workload import Prompt, Workload
 from console.core.auth import bearer_from_env
 from console.telemetry.prometheus import MetricsParseError, parse
@@ -42,7 +43,7 @@ class Target:
     headers: dict[str, str] = field(default_factory=dict)
     model: str | None = None
     time_scale: float = 1.0
-    server_info: dict[str, Any] | None = None
+    server_info: JsonDict | None = None
     admin_headers: dict[str, str] | None = None
     """Authorization for /flush_cache when the server has `--admin-api-key`: SGLang's
     ADMIN_OPTIONAL routes then take only the admin key (sglang 0.5.23

@@ -10,9 +10,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from console.bench.results import RunSummary
+from console.bench.results import JsonDict, RunSummary
 from console.bench.rundir import RunDir
 from console.core.errors import ConsoleError
 
@@ -57,7 +56,7 @@ class RunRow:
     """The running level of a live campaign."""
     error: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDict:
         return {
             "run_id": self.run_id,
             "run_dir": str(self.path),
@@ -72,7 +71,7 @@ class RunRow:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> RunRow:
+    def from_json(cls, data: JsonDict) -> RunRow:
         """A row as `to_json` wrote it (a recording's `runs` frame); tolerant of gaps."""
 
         def text(name: str) -> str | None:

@@ -150,7 +150,7 @@ class BenchRequest:
     def run_name(self, cell_id: str) -> str:
         return self.name or f"bench-{cell_id.replace('/', '-')}"
 
-    def workload_json(self) -> dict[str, Any]:
+    def workload_json(self) -> dict[str, Any]:  # JSON written to run.json
         """The run's `workload` record, as summaries and listings read it."""
         return {
             "input_len": self.input_len,
@@ -164,14 +164,14 @@ class BenchRequest:
             "flush_cache": self.flush_cache,
         }
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:  # JSON at the edge: run.json
         data = asdict(self)
         data["concurrency"] = list(self.concurrency)
         data["rates"] = list(self.rates)
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> BenchRequest:
+    def from_json(cls, data: dict[str, Any]) -> BenchRequest:  # JSON read from run.json
         """The request `to_json` wrote; ConsoleError when it is not one."""
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
@@ -230,7 +230,7 @@ class CampaignRequest:
         self, *, gpus: tuple[int, ...] | None = None, port: int | None = None
     ) -> CampaignRequest:
         """The same campaign with its servers on `gpus` and `port` (None keeps each)."""
-        changes: dict[str, Any] = {}
+        changes: dict[str, object] = {}  # field name -> value, validated by the spec
         if gpus is not None:
             changes["gpus"] = list(gpus)
         if port is not None:
@@ -269,7 +269,7 @@ class CampaignRequest:
             prompts_from_file=tuple(load_dataset(dataset, spec.output_len)) if dataset else (),
         ).validate()
 
-    def workload_json(self) -> dict[str, Any]:
+    def workload_json(self) -> dict[str, Any]:  # JSON written to run.json
         spec = self.spec
         return {
             "input_len": spec.input_len,
@@ -281,11 +281,11 @@ class CampaignRequest:
             "duration_s": spec.duration_s,
         }
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:  # JSON at the edge: run.json
         return {"kind": self.kind, "spec": self.spec.model_dump(mode="json"), "source": self.source}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> CampaignRequest:
+    def from_json(cls, data: dict[str, Any]) -> CampaignRequest:  # JSON from run.json
         """The request `to_json` wrote; ConsoleError when it is not one."""
         try:
             spec = CampaignSpec.model_validate(data["spec"])

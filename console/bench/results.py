@@ -23,7 +23,7 @@ loader (`summary.load_summary`) rebuilds it from the run's files.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
@@ -33,6 +33,11 @@ from console.bench.findings import CellFacts, Finding, LevelFacts, finding_from_
 # Also the type of the two documents a run records verbatim and the summary passes through
 # unread (`fingerprint`, `workload`: what was asked and where), and of `server_info`.
 JsonObject = Mapping[str, Any]
+# A JSON object being built at a boundary: what `to_json` returns, a file line or document
+# about to be written (run.json, levels.jsonl, summary.json, a recording frame), an HTTP
+# body, or another layer's document kept verbatim (a server's plan, its /server_info). Run
+# data passed between modules is the types below, never this.
+JsonDict = dict[str, Any]
 
 
 def _opt_float(value: object) -> float | None:
@@ -114,7 +119,7 @@ class LevelRecord:
     error: str | None = None
     flush_error: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDict:
         return {
             "cell": self.cell,
             "level": self.level,
@@ -229,7 +234,7 @@ class RequestResult:
             return None
         return self.output_tokens / self.token_chunks
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDict:
         return {
             "send_wall": self.send_wall,
             "ttft_s": self.ttft_s,
@@ -315,7 +320,7 @@ class Stats:
 
 # Readers of one JSON value per declared annotation; `LevelSummary.from_json` uses the
 # field's annotation, so a new field of a known type reads back with no code.
-_READERS: dict[str, Any] = {
+_READERS: dict[str, Callable[[object], object]] = {
     "float | None": _opt_float,
     "int | None": _opt_int,
     "str | None": _opt_str,
@@ -385,8 +390,8 @@ class LevelSummary:
         ratio = accepted / verified if accepted is not None and verified else None
         object.__setattr__(self, "accept_ratio", ratio)
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def to_json(self) -> JsonDict:
+        out: JsonDict = {}
         for item in fields(self):
             value = getattr(self, item.name)
             if isinstance(value, Stats):
@@ -401,6 +406,7 @@ class LevelSummary:
     def from_json(cls, data: JsonObject) -> LevelSummary:
         if _opt_int(data.get("level")) is None:
             raise ValueError("a level summary without its level number")
+        # Values checked by each field's reader: typed by annotation, so Any here.
         values: dict[str, Any] = {}
         for item in fields(cls):
             if not item.init:
@@ -460,7 +466,7 @@ class CellSummary:
     def is_autoregressive(self) -> bool:
         return (self.algorithm or "off").upper() in ("OFF", "NONE")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDict:
         return {
             "cell_id": self.cell_id,
             "profile": self.profile,
@@ -520,7 +526,7 @@ class BestLevel:
     variant: str | None
     output_tok_s: float
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDict:
         return {
             "concurrency": self.concurrency,
             "rate": self.rate,
@@ -570,7 +576,7 @@ class RunSummary:
     best: tuple[BestLevel, ...] = ()
     findings: tuple[Finding, ...] = ()
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDict:
         return {
             "schema_version": self.SCHEMA_VERSION,
             "run_id": self.run_id,

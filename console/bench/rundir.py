@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from console.bench.results import JsonDict
 from console.core.errors import ConsoleError, UsageError
 from console.core.jsonio import atomic_write_json, atomic_write_text, dumps_line
 
@@ -53,7 +54,7 @@ class RunDir:
         return self.path.name
 
     @classmethod
-    def create(cls, root: Path, name: str, meta: dict[str, Any]) -> RunDir:
+    def create(cls, root: Path, name: str, meta: JsonDict) -> RunDir:
         check_writable(root)
         run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{slug(name)}"
         path = root / run_id
@@ -95,7 +96,7 @@ class RunDir:
 
     # -- files ---------------------------------------------------------------------------
 
-    def meta(self) -> dict[str, Any]:
+    def meta(self) -> JsonDict:
         try:
             data = json.loads((self.path / "run.json").read_text())
         except (OSError, ValueError) as exc:
@@ -107,16 +108,16 @@ class RunDir:
             )
         return dict(data)
 
-    def write_meta(self, data: dict[str, Any]) -> None:
+    def write_meta(self, data: JsonDict) -> None:
         self._guard(lambda: atomic_write_json(self.path / "run.json", data))
 
-    def update_meta(self, **changes: Any) -> dict[str, Any]:
+    def update_meta(self, **changes: Any) -> JsonDict:
         data = self.meta()
         data.update(changes)
         self.write_meta(data)
         return data
 
-    def append(self, name: str, record: dict[str, Any], *, finite: bool = True) -> None:
+    def append(self, name: str, record: JsonDict, *, finite: bool = True) -> None:
         """One JSON line, flushed at once. `finite=False` skips turning NaN/inf into null
         (for records that never hold them; the walk costs as much as the dump)."""
         line = (dumps_line(record) if finite else json.dumps(record, separators=(",", ":"))) + "\n"
@@ -131,7 +132,7 @@ class RunDir:
     def opened(self, name: str) -> TextIO:
         return (self.path / name).open("a", encoding="utf-8")
 
-    def read_jsonl(self, name: str) -> list[dict[str, Any]]:
+    def read_jsonl(self, name: str) -> list[JsonDict]:
         """Every complete line; a torn last line (a kill mid-write) is ignored."""
         rows = []
         try:

@@ -101,7 +101,7 @@ def import_sglang_jsonl(path: Path, root: Path, name: str | None) -> RunDir:
         # bench_serving stores the whole /server_info (sglang 0.5.23 benchmark/serving.py:
         # 1847-1867), where a real server always has `speculative_algorithm`, null when off;
         # a missing key or a missing /server_info leaves the algorithm unknown, not "off".
-        "algorithm": meta_from_server_info(info).get("algorithm"),
+        "algorithm": meta_from_server_info(info).algorithm,
     }
     return RunDir.create(
         root,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -56,7 +56,7 @@ class CampaignSpec(BaseModel):
             raise ValueError("give `requests` or `duration_s` per level")
         return self
 
-    def with_changes(self, **changes: Any) -> CampaignSpec:
+    def with_changes(self, **changes: object) -> CampaignSpec:
         """A copy with `changes` applied and validated again (UsageError when invalid)."""
         try:
             return CampaignSpec.model_validate({**self.model_dump(), **changes})

@@ -5,10 +5,17 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from console.cli.cmd_plan import add_placement_flags
 from console.cli.render import print_json, table
+
+if TYPE_CHECKING:
+    # Types only: `ddconsole --help` does not import the server manager.
+    from console.cli.services import Services
+    from console.server.external import ExternalServer
+    from console.server.manager import ServerManager
+    from console.server.status import ServerStatus
 
 
 def register(verbs: Any, common: argparse.ArgumentParser) -> None:
@@ -82,7 +89,7 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
     switch.set_defaults(handler=_switch)
 
 
-def _services(args: argparse.Namespace) -> Any:
+def _services(args: argparse.Namespace) -> Services:
     from console.cli.services import Services
 
     return Services.create(demo=bool(getattr(args, "demo", False)))
@@ -94,7 +101,7 @@ def _say(args: argparse.Namespace, text: str) -> None:
     print(text, file=stream, flush=True)
 
 
-def _say_diagnosis(args: argparse.Namespace, status: Any) -> None:
+def _say_diagnosis(args: argparse.Namespace, status: ServerStatus) -> None:
     """How far a failed server got and the lines that say why: `ddconsole diagnose`'s code."""
     from console.core.errors import ConsoleError
     from console.server.diagnose import diagnose_file
@@ -121,7 +128,7 @@ def _say_diagnosis(args: argparse.Namespace, status: Any) -> None:
         _say(args, f"  | {line}")
 
 
-def _outcome(args: argparse.Namespace, status: Any, *, waited: bool = True) -> int:
+def _outcome(args: argparse.Namespace, status: ServerStatus, *, waited: bool = True) -> int:
     """Print where a launched server ended up; the exit status says whether it is ready."""
     record = status.record
     if args.json:
@@ -169,7 +176,7 @@ EXTERNAL_COLUMNS = [
 ]
 
 
-def _externals(services: Any, *, probe: bool = True) -> list[Any]:
+def _externals(services: Services, *, probe: bool = True) -> list[ExternalServer]:
     """SGLang servers on this host that ddconsole did not start (none in demo mode: the
     demo's host is simulated)."""
     if services.demo:
@@ -267,7 +274,7 @@ def _ps(args: argparse.Namespace) -> int:
     return 0
 
 
-def _targets(args: argparse.Namespace, manager: Any) -> list[str]:
+def _targets(args: argparse.Namespace, manager: ServerManager) -> list[str]:
     from console.core.errors import UsageError
 
     if args.all:
@@ -277,7 +284,7 @@ def _targets(args: argparse.Namespace, manager: Any) -> list[str]:
     return [manager.resolve_id(text) for text in args.ids]
 
 
-def _external_named(services: Any, text: str) -> Any:
+def _external_named(services: Services, text: str) -> ExternalServer | None:
     """The external server with exactly this id (ext-PID), or None."""
     from console.server.external import ID_PREFIX
 
@@ -286,7 +293,7 @@ def _external_named(services: Any, text: str) -> Any:
     return next((e for e in _externals(services, probe=False) if e.id == text), None)
 
 
-def _refuse_external(services: Any, args: argparse.Namespace) -> None:
+def _refuse_external(services: Services, args: argparse.Namespace) -> None:
     """`down` without --external never touches a server ddconsole did not start."""
     from console.core.errors import UsageError
 
@@ -302,7 +309,7 @@ def _refuse_external(services: Any, args: argparse.Namespace) -> None:
             )
 
 
-def _down_external(args: argparse.Namespace, services: Any) -> int:
+def _down_external(args: argparse.Namespace, services: Services) -> int:
     """Stop external servers the user named one by one, after a confirmation."""
     from console.core.errors import UsageError
     from console.server.external import stop_external
@@ -352,15 +359,15 @@ def _down(args: argparse.Namespace) -> int:
     if not args.all:
         _refuse_external(services, args)
     manager = services.manager()
-    results = []
+    results: list[dict[str, object]] = []  # `down --json`: one object per server
     code = 0
     for server_id in _targets(args, manager):
         try:
             status = manager.status(server_id, probe=False)
         except StateError as exc:
             # An unreadable record: stop whatever still carries its marker, then drop it.
-            report = manager.stop_unreadable(server_id)
-            _say(args, f"{server_id}: {exc.message}; {report}")
+            removed = manager.stop_unreadable(server_id)
+            _say(args, f"{server_id}: {exc.message}; {removed}")
             results.append({"id": server_id, "result": "removed unreadable state file"})
             continue
         if status.state.terminal:
@@ -375,13 +382,11 @@ def _down(args: argparse.Namespace) -> int:
             )
             results.append({"id": server_id, "result": "forgotten", "state": status.state.value})
             continue
-        report = manager.stop(
-            server_id,
-            grace=args.grace,
-            on_event=lambda elapsed, text, sid=server_id: _say(
-                args, f"  {sid} {elapsed:5.1f}s {text}"
-            ),
-        )
+
+        def progress(elapsed: float, text: str, sid: str = server_id) -> None:
+            _say(args, f"  {sid} {elapsed:5.1f}s {text}")
+
+        report = manager.stop(server_id, grace=args.grace, on_event=progress)
         _say(args, report.summary())
         if report.port_free is False or report.notes:
             code = 1

@@ -14,7 +14,11 @@ from console.cli.render import print_json
 from console.cli.render_runs import print_summary
 
 if TYPE_CHECKING:
+    # Types only: `ddconsole --help` does not import the services or the runner.
+    from console.bench.campaign import CampaignRunner
     from console.bench.launch import Detached
+    from console.bench.rundir import RunDir
+    from console.cli.services import Services
 
 
 def int_list(text: str) -> list[int]:
@@ -37,13 +41,13 @@ def float_list(text: str) -> list[float]:
     return values
 
 
-def services(args: argparse.Namespace) -> Any:
+def services(args: argparse.Namespace) -> Services:
     from console.cli.services import Services
 
     return Services.create(demo=bool(getattr(args, "demo", False)))
 
 
-def runs_root(args: argparse.Namespace, services: Any) -> Path:
+def runs_root(args: argparse.Namespace, services: Services) -> Path:
     return Path(args.out) if getattr(args, "out", None) else services.state.runs
 
 
@@ -52,13 +56,14 @@ def say(args: argparse.Namespace, text: str) -> None:
     print(text, file=sys.stderr if getattr(args, "json", False) else sys.stdout, flush=True)
 
 
-def fingerprint(services: Any) -> dict[str, Any]:
+def fingerprint(services: Services) -> dict[str, Any]:  # run.json's JSON, kept verbatim
+    """The host the run ran on (written verbatim to run.json)."""
     from console.bench.campaign import fingerprint
 
     return fingerprint(services.gpu_backend, services.demo)
 
 
-def execute(args: argparse.Namespace, runner: Any) -> str:
+def execute(args: argparse.Namespace, runner: CampaignRunner) -> str:
     """Run with SIGINT/SIGTERM stopping cleanly (in-flight requests are the only loss)."""
 
     from console.bench.rundir import RunWriteError
@@ -77,7 +82,7 @@ def execute(args: argparse.Namespace, runner: Any) -> str:
         return "write-error"
 
 
-def finish(args: argparse.Namespace, run: Any, status: str, resume_hint: str) -> int:
+def finish(args: argparse.Namespace, run: RunDir, status: str, resume_hint: str) -> int:
     from console.bench.summary import load_summary
 
     if status == "write-error":

@@ -35,13 +35,13 @@ def bench_cell(services: Services, request: BenchRequest) -> tuple[BenchRequest,
     """The cell a benchmark loads, and the request with its server id resolved (a prefix
     becomes the full id). UsageError when the managed server is not ready."""
     from console.bench.campaign import CellPlan, StartedServer
-    from console.bench.cells import meta_from_plan
+    from console.bench.cells import CellTraits, meta_from_plan
     from console.bench.request import cell_id
 
     if request.server_id is None:
         url = (request.url or "").rstrip("/")
         return dataclasses.replace(request, url=url), CellPlan(
-            url, None, None, None, {}, StartedServer(None, url)
+            url, None, None, None, CellTraits(), StartedServer(None, url)
         )
     from console.server.actions import auth_headers, ready_server
 
@@ -63,6 +63,7 @@ def bench_cell(services: Services, request: BenchRequest) -> tuple[BenchRequest,
 
 def campaign_cells(services: Services, request: CampaignRequest) -> list[CellPlan]:
     from console.bench.campaign import CellPlan
+    from console.bench.cells import CellTraits
     from console.bench.request import cell_id
 
     cells = []
@@ -75,11 +76,11 @@ def campaign_cells(services: Services, request: CampaignRequest) -> list[CellPla
                 cell.profile,
                 cell.layout,
                 cell.variant,
-                {
-                    "algorithm": variant.algorithm.value,
-                    "architecture": loaded.profile.model.architecture.value,
-                    "ddtree_budget": variant.ddtree_budget,
-                },
+                CellTraits(
+                    algorithm=variant.algorithm.value,
+                    architecture=loaded.profile.model.architecture.value,
+                    ddtree_budget=variant.ddtree_budget,
+                ),
             )
         )
     return cells

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from console.bench.listing import RunRow
-from console.bench.results import RunSummary
+from console.bench.results import JsonDict, RunSummary
 from console.profiles.loader import ProfileCatalog
 from console.telemetry.store import TimeSeriesStore
 from console.topology.model import Topology
@@ -30,7 +30,7 @@ class StaticBackend(ReadOnlyActions):
         *,
         store: TimeSeriesStore,
         now_mono: float,
-        servers: list[dict[str, Any]],
+        servers: list[JsonDict],
         topology: Topology,
         runs_root: Path,
         demo: bool,

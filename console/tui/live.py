@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from console.bench.listing import DiskRuns, RunRow
-from console.bench.results import RunSummary
+from console.bench.results import JsonDict, RunSummary
 from console.bench.shipped import DEMO_CAMPAIGN, campaign_files
 from console.core.errors import ConsoleError
 from console.core.net import port_is_free
@@ -134,12 +134,12 @@ class LiveBackend:
                 self._note(self.recorder.error)
         await self.monitor.start()
 
-    def _running_runs(self) -> list[dict[str, Any]]:
+    def _running_runs(self) -> list[JsonDict]:
         """Every run's row for the recorder, as JSON (the server layer it lives in does not
         import bench types)."""
         return [row.to_json() for row in self.runs()]
 
-    def _summary_json(self, run_id: str) -> dict[str, Any] | None:
+    def _summary_json(self, run_id: str) -> JsonDict | None:
         """A run's summary for the recorder, as JSON (see `_running_runs`)."""
         summary = self.run_summary(run_id)
         return None if summary is None else summary.to_json()

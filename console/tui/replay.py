@@ -16,7 +16,7 @@ from typing import Any
 
 from console.bench.listing import RunRow
 from console.bench.request import BenchRequest, CampaignRequest
-from console.bench.results import RunSummary
+from console.bench.results import JsonDict, RunSummary
 from console.profiles.loader import ProfileCatalog
 from console.telemetry.poller import write_result
 from console.telemetry.recording import Recording
@@ -30,7 +30,7 @@ PLAY_TICK_S = 0.25
 REFUSED = "this is a replay of a recording: nothing on the host can be changed from here"
 
 
-def topology_from_json(data: dict[str, Any]) -> Topology:
+def topology_from_json(data: dict[str, Any]) -> Topology:  # the header's JSON, not run data
     gpus = tuple(
         GpuInfo(
             index=int(g["index"]),
@@ -138,7 +138,7 @@ class ReplayBackend(ReadOnlyActions):
             )
         )
         self._applied = 0
-        self._servers: list[dict[str, Any]] = []
+        self._servers: list[dict[str, Any]] = []  # recorded status JSON, not run data
         self._servers_t = 0.0
         self._events: list[str] = []
         self._runs: list[RunRow] = []
@@ -247,14 +247,14 @@ class ReplayBackend(ReadOnlyActions):
             views.append(view)
         return views
 
-    def raw_servers(self) -> list[dict[str, Any]]:
+    def raw_servers(self) -> list[dict[str, Any]]:  # status JSON for snapshots, not run data
         """The server list as recorded at the position (status JSON with plans)."""
         return [dict(s) for s in self._servers]
 
     def events(self) -> list[str]:
         return list(self._events)
 
-    def _apply_summary(self, data: dict[str, Any]) -> None:
+    def _apply_summary(self, data: JsonDict) -> None:
         try:
             summary = RunSummary.from_json(data.get("v"))
         except ValueError:

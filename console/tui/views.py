@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from console.bench.results import JsonDict
+
 LIVE_STATES = ("starting", "loading", "warming", "ready", "unresponsive", "stopping")
 
 
@@ -32,7 +34,8 @@ class ServerView:
     failure_excerpt: tuple[str, ...] = ()
     launched_wall: float | None = None
     demo: bool = False
-    plan: dict[str, Any] = field(default_factory=dict)
+    plan: JsonDict = field(default_factory=dict)
+    """The plan as `Plan.to_json()` wrote it: shown (argv, env), never computed on."""
     external: bool = False
     """An SGLang server ddconsole did not start (found by its processes); `numa_nodes` is
     then where its schedulers actually run, and there is no plan or log."""
@@ -50,7 +53,7 @@ class ServerView:
         return f"{self.profile} {self.layout} {self.variant}"
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ServerView:
+    def from_json(cls, data: JsonDict) -> ServerView:
         """Build from `ServerStatus.to_json()` (plus an optional `plan`); tolerant of gaps."""
 
         def opt_int(value: Any) -> int | None:

@@ -186,6 +186,6 @@ def test_speculation_unknown_unless_server_info_says(
 def test_cell_algorithm_from_server_info():
     from console.bench.cells import meta_from_server_info
 
-    assert meta_from_server_info({"speculative_algorithm": None})["algorithm"] == "off"
-    assert meta_from_server_info({"speculative_algorithm": "EAGLE"})["algorithm"] == "EAGLE"
-    assert meta_from_server_info({"tp_size": 2})["algorithm"] is None
+    assert meta_from_server_info({"speculative_algorithm": None}).algorithm == "off"
+    assert meta_from_server_info({"speculative_algorithm": "EAGLE"}).algorithm == "EAGLE"
+    assert meta_from_server_info({"tp_size": 2}).algorithm is None
