@@ -1,22 +1,24 @@
-"""Telemetry kept with a run: the target server and the GPUs, sampled while levels run."""
+"""Telemetry kept with a run: the target server and the GPUs, recorded while levels run.
+
+The recorder holds a telemetry hub (the composition root the console and the CLI use too)
+and writes every poll into the run's recording (`console.telemetry.run_telemetry`).
+"""
 
 from __future__ import annotations
-
-import asyncio
-import contextlib
-import time
 
 import httpx
 
 from console.bench.levels import Target
-from console.bench.rundir import RunDir, RunWriteError
+from console.bench.rundir import RunDir
 from console.core.auth import bearer_key
+from console.core.errors import ConsoleError
 from console.hw.backend import GpuBackend
-from console.telemetry.gpu_source import GpuSource
-from console.telemetry.poller import Poller
-from console.telemetry.samples import GpuSample, ServerSample
-from console.telemetry.sglang_source import SglangSource
-from console.telemetry.store import TimeSeriesStore
+from console.telemetry.hub import TelemetryHub
+from console.telemetry.keys import SourceId
+from console.telemetry.run_telemetry import RunTelemetryWriter
+
+RING_CAPACITY = 16
+"""The hub's store is only a staging area here: the recording is what is kept."""
 
 
 class TelemetryRecorder:
@@ -32,71 +34,39 @@ class TelemetryRecorder:
     ) -> None:
         self.run = run
         self.interval_s = interval_s
-        self.store = TimeSeriesStore(16)
-        self.poller = Poller(self.store)
+        self.server_id = server_id
+        self.hub = TelemetryHub(interval_s=interval_s, capacity=RING_CAPACITY, client=client)
+        self.store = self.hub.store
         if gpu_backend is not None:
-            self.poller.add(GpuSource(gpu_backend, interval_s=interval_s))
+            self.hub.add_gpus(gpu_backend)
         api_key = bearer_key(target.headers)
-        self.poller.add(
-            SglangSource(server_id, target.url, client, interval_s=interval_s, api_key=api_key)
-        )
-        self._task: asyncio.Task[None] | None = None
-        self._written: dict[str, float] = {}
+        self.hub.track(SourceId.server(server_id), target.url, api_key=api_key)
+        self.writer: RunTelemetryWriter | None = None
+
+    @property
+    def error(self) -> str | None:
+        """Why the run's telemetry stopped being written, if it did."""
+        return self.writer.error if self.writer is not None else None
+
+    def _demo(self) -> bool:
+        try:
+            fingerprint = self.run.meta().get("fingerprint")
+        except ConsoleError:
+            return False
+        return isinstance(fingerprint, dict) and bool(fingerprint.get("demo"))
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(self._loop())
-
-    async def _loop(self) -> None:
-        offset = time.time() - time.monotonic()
-        while True:
-            await self.poller.poll_all_once()
-            for source, sample in self.store.latest_all().items():
-                if self._written.get(source) == sample.t_mono:
-                    continue
-                self._written[source] = sample.t_mono
-                row = _row(sample, offset)
-                if row is not None:
-                    try:
-                        self.run.append("telemetry.jsonl", row)
-                    except RunWriteError:
-                        return
-            await asyncio.sleep(self.interval_s)
+        self.writer = RunTelemetryWriter(
+            self.run.path,
+            interval_s=self.interval_s,
+            note=f"server {self.server_id}",
+            demo=self._demo(),
+        )
+        self.hub.listen(self.writer.poll)
+        self.hub.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        for source in list(self.poller.sources.values()):
-            await source.close()
-
-
-def _row(sample: object, offset: float) -> dict[str, object] | None:
-    if isinstance(sample, GpuSample):
-        return {
-            "kind": "gpu",
-            "t_wall": sample.t_mono + offset,
-            "index": sample.index,
-            "util_pct": sample.util_pct,
-            "power_w": sample.power_w,
-            "mem_used_bytes": sample.mem_used_bytes,
-            "pcie_rx_bytes_s": sample.pcie_rx_bytes_s,
-            "pcie_tx_bytes_s": sample.pcie_tx_bytes_s,
-            "temp_c": sample.temp_c,
-        }
-    if isinstance(sample, ServerSample):
-        return {
-            "kind": "server",
-            "t_wall": sample.t_mono + offset,
-            "server": sample.server_id,
-            "tok_s": sample.decode_tok_s,
-            "accept_length": sample.accept_length,
-            "running": sample.running,
-            "queued": sample.queued,
-            "token_usage": sample.token_usage,
-            "ttft_p50_s": sample.ttft_p50_s,
-            "ttft_p99_s": sample.ttft_p99_s,
-            "itl_p50_s": sample.itl_p50_s,
-            "itl_p99_s": sample.itl_p99_s,
-        }
-    return None
+        await self.hub.close()
+        if self.writer is not None:
+            self.hub.unlisten(self.writer.poll)
+            self.writer.close()

@@ -98,12 +98,17 @@ def _formats(text: str) -> tuple[list[str], bool]:
 
 def load_recording(path_text: str) -> Any:
     from console.telemetry.recording import read_recording
-    from console.telemetry.run_telemetry import recording_from_run
+    from console.telemetry.run_telemetry import (
+        has_telemetry,
+        is_telemetry_file,
+        recording_from_run,
+    )
 
     path = Path(path_text)
-    if path.is_dir() or path.name == "telemetry.jsonl":
-        if not (path if path.is_dir() else path.parent).joinpath("telemetry.jsonl").exists():
-            raise UsageError(f"{path}: no telemetry.jsonl (not a run directory)")
+    if path.is_dir() or is_telemetry_file(path):
+        # A run's telemetry replays as the run: its servers and GPU names from run.json.
+        if not has_telemetry(path if path.is_dir() else path.parent):
+            raise UsageError(f"{path}: no run telemetry (not a run directory)")
         return recording_from_run(path)
     if not path.exists():
         raise UsageError(f"{path}: no such file")

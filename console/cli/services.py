@@ -66,17 +66,25 @@ class Services:
         interval_s: float = 1.0,
         with_servers: bool = True,
         store: TimeSeriesStore | None = None,
+        manager: ServerManager | None = None,
+        sync_interval_s: float = 0.25,
     ) -> Monitor:
+        """The one place a monitor (and through it a telemetry hub) is built for this host:
+        the TUI, `metrics`, `snapshot` and `record` all come here. `manager`: the front end's
+        own (the TUI acts through it), else a fresh one when `with_servers`."""
         from console.server.monitor import Monitor
 
+        if manager is None and with_servers:
+            manager = self.manager()
         return Monitor(
-            self.manager() if with_servers else None,
+            manager,
             self.gpu_backend,
             self.host_backend,
             self.topology(),
             interval_s=interval_s,
             urls=urls,
             store=store,
+            sync_interval_s=sync_interval_s,
         )
 
     def live_backend(
@@ -89,8 +97,7 @@ class Services:
         return LiveBackend(
             demo=self.demo,
             manager=self.manager(),
-            gpu_backend=self.gpu_backend,
-            host_backend=self.host_backend,
+            monitor_factory=self.monitor,
             topology=self.topology(),
             catalog=self.catalog,
             runs_root=self.state.runs,

@@ -23,7 +23,7 @@ class GpuDeviceError(Exception):
         self.reason = reason
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GpuStatic:
     """Facts that do not change while the host runs (read once, cached)."""
 
@@ -39,7 +39,7 @@ class GpuStatic:
     pcie_width_max: int | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GpuReading:
     """One reading of a GPU; `None` wherever the device or driver cannot say."""
 
@@ -58,13 +58,14 @@ class GpuReading:
     pcie_tx_bytes_total: int | None
     """Cumulative PCIe bytes sent, when the driver exposes the counter (rate it)."""
     pcie_rx_bytes_total: int | None
-    pcie_tx_bytes_s: float | None
-    """Sampled PCIe throughput (the 20 ms call), when read on this tick."""
-    pcie_rx_bytes_s: float | None
+    pcie_tx_sampled_bytes_s: float | None
+    """NVML's sampled PCIe throughput (the ~20 ms call), when read on this tick; not a rate
+    of the byte counters above, which the GPU source computes itself."""
+    pcie_rx_sampled_bytes_s: float | None
     throttle_reasons: tuple[str, ...] | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GpuProcess:
     """A compute process holding memory on a GPU."""
 

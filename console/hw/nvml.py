@@ -210,8 +210,8 @@ class NvmlBackend:
             pcie_width_current=width,
             pcie_tx_bytes_total=tx_total,
             pcie_rx_bytes_total=rx_total,
-            pcie_tx_bytes_s=tx_rate,
-            pcie_rx_bytes_s=rx_rate,
+            pcie_tx_sampled_bytes_s=tx_rate,
+            pcie_rx_sampled_bytes_s=rx_rate,
             throttle_reasons=reasons,
         )
 
@@ -223,7 +223,13 @@ class NvmlBackend:
         result = []
         for proc in procs:
             used = getattr(proc, "usedGpuMemory", None)
-            result.append(GpuProcess(index, int(proc.pid), None if used is None else int(used)))
+            result.append(
+                GpuProcess(
+                    gpu_index=index,
+                    pid=int(proc.pid),
+                    used_memory_bytes=None if used is None else int(used),
+                )
+            )
         return tuple(result)
 
     # -- helpers -----------------------------------------------------------------------------

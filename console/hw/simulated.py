@@ -125,8 +125,8 @@ class SimulatedGpuBackend:
             pcie_width_current=8 if index in self.spec.downtrained_gpus else 16,
             pcie_tx_bytes_total=tx_total,
             pcie_rx_bytes_total=rx_total,
-            pcie_tx_bytes_s=None,
-            pcie_rx_bytes_s=None,
+            pcie_tx_sampled_bytes_s=None,
+            pcie_rx_sampled_bytes_s=None,
             throttle_reasons=("gpu_idle",) if util <= 0.5 else (),
         )
 
@@ -143,7 +143,13 @@ class SimulatedGpuBackend:
                 continue
             owner, ticks = publication.gpu_owner(index)
             if running(owner, ticks):
-                found.append(GpuProcess(index, owner, publication.gpus[index].mem_used_bytes))
+                found.append(
+                    GpuProcess(
+                        gpu_index=index,
+                        pid=owner,
+                        used_memory_bytes=publication.gpus[index].mem_used_bytes,
+                    )
+                )
         return tuple(found)
 
     def _check(self, index: int) -> None:

@@ -1,4 +1,4 @@
-"""Live monitoring of a host and its servers: the watcher plus the telemetry poller.
+"""Live monitoring of a host and its servers: the watcher kept in step with a telemetry hub.
 
 Keeps one SGLang source per live managed server and per SGLang server found on the host that
 ddconsole did not start (added and removed as servers come and go) and any extra URLs, a GPU
@@ -16,21 +16,16 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Sequence
-from urllib.parse import urlparse
-
-import httpx
-from httpx_aiohttp import AiohttpTransport
+from typing import Protocol
 
 from console.hw.backend import GpuBackend
 from console.server.external import ExternalScanner
 from console.server.manager import ServerManager
 from console.server.watch import ServerWatcher, StateChange
 from console.telemetry.blocking import BlockingCaller, Stalled
-from console.telemetry.cost_source import CostSource
-from console.telemetry.gpu_source import GpuSource
-from console.telemetry.host_source import HostBackend, HostSource, WatchedServer
-from console.telemetry.poller import Poller
-from console.telemetry.sglang_source import SglangSource
+from console.telemetry.host_source import HostBackend, WatchedServer
+from console.telemetry.hub import TelemetryHub, watch_urls
+from console.telemetry.keys import SourceId
 from console.telemetry.store import DEFAULT_CAPACITY, TimeSeriesStore
 from console.topology.model import Topology
 
@@ -40,9 +35,18 @@ EXTERNAL_TIMEOUT_S = 4.0
 """A scan still running after this is skipped until it ends (the last list stays)."""
 
 
-def url_source_id(url: str) -> str:
-    parsed = urlparse(url)
-    return f"{parsed.hostname or 'host'}:{parsed.port or 80}"
+class MonitorFactory(Protocol):
+    """What builds a monitor for a front end that holds its own manager and store (the
+    TUI's live backend): `Services.monitor`, the one composition root."""
+
+    def __call__(
+        self,
+        *,
+        manager: ServerManager,
+        store: TimeSeriesStore,
+        interval_s: float,
+        sync_interval_s: float,
+    ) -> Monitor: ...
 
 
 class Monitor:
@@ -67,8 +71,9 @@ class Monitor:
         scanner (and implies `external`)."""
         self.manager = manager
         self.interval_s = interval_s
-        self.store = store if store is not None else TimeSeriesStore(capacity)
-        self.poller = Poller(self.store)
+        self.hub = TelemetryHub(interval_s=interval_s, capacity=capacity, store=store)
+        self.store = self.hub.store
+        self.poller = self.hub.poller
         self.sync_interval_s = sync_interval_s
         # /ready about once a second whatever the sync cadence.
         probe_every = max(1, round(1.0 / sync_interval_s))
@@ -80,11 +85,6 @@ class Monitor:
                     manager.records, gpu_backend, [gpu.index for gpu in topology.gpus]
                 )
             self.watcher = ServerWatcher(manager, probe_every=probe_every, externals=scanner)
-        # aiohttp under httpx: a fraction of httpcore's per-request cost on the loop.
-        self.client = httpx.AsyncClient(
-            transport=AiohttpTransport(trust_env=False, limits=httpx.Limits(max_connections=64)),
-            trust_env=False,
-        )
         self._servers_caller = BlockingCaller("servers", max(0.5, interval_s * 2))
         self._external_caller = BlockingCaller("external", EXTERNAL_TIMEOUT_S)
         self.external_problem: str | None = None
@@ -93,19 +93,12 @@ class Monitor:
         self.changes: list[StateChange] = []
         self.change_count = 0
         """Every state change seen so far (the list above keeps only the recent ones)."""
-        numa = {gpu.index: gpu.numa_node for gpu in topology.gpus}
-        self._gpu_source: GpuSource | None = None
         if watch_gpus:
-            self._gpu_source = GpuSource(gpu_backend, interval_s=interval_s, numa_nodes=numa)
-            self.poller.add(self._gpu_source)
-        self.poller.add(
-            HostSource(host_backend, interval_s=interval_s, servers=self.watched_servers)
-        )
-        self.poller.add(CostSource(lambda: dict(self.poller.poll_seconds), interval_s=interval_s))
-        for url in urls:
-            self.poller.add(
-                SglangSource(url_source_id(url), url, self.client, interval_s=interval_s)
-            )
+            self.hub.add_gpus(gpu_backend, {gpu.index: gpu.numa_node for gpu in topology.gpus})
+        self.hub.add_host(host_backend, self.watched_servers)
+        self.hub.add_cost()
+        self._url_sources = set(watch_urls(self.hub, urls))
+        """Sources given by URL: kept whatever the watcher finds."""
         self._tasks: list[asyncio.Task[None]] = []
 
     def watched_servers(self) -> list[WatchedServer]:
@@ -147,10 +140,10 @@ class Monitor:
         """GPU index -> compute-process pids through the GPU source's own executor (NVML's
         calls belong there), None when that is busy, stalled or absent (GPUs then stay as
         the last scan found them)."""
-        if self._gpu_source is None:
+        if self.hub.gpu_source is None:
             return None
         try:
-            return await self._gpu_source.caller.call(scanner.gpu_holders)
+            return await self.hub.gpu_source.caller.call(scanner.gpu_holders)
         except Stalled:
             return None
 
@@ -168,37 +161,25 @@ class Monitor:
     async def _sync_sources_locked(self) -> None:
         assert self.watcher is not None
         live = {s.id: s for s in self.watcher.current if not s.state.terminal and s.pid is not None}
+        wanted = set(self._url_sources)
         for server_id, status in live.items():
-            name = f"server:{server_id}"
-            if name not in self.poller.sources:
+            source = SourceId.server(server_id)
+            wanted.add(source)
+            if source not in self.poller.sources:
                 plan = status.record.plan
                 key = os.environ.get(plan.api_key_env) if plan.api_key_env else None
-                self.poller.add(
-                    SglangSource(
-                        server_id,
-                        status.record.url,
-                        self.client,
-                        interval_s=self.interval_s,
-                        api_key=key,
-                    )
-                )
+                self.hub.track(source, status.record.url, api_key=key)
         # An external server's /metrics only where its port is known and its own (not held
         # by a managed server, another external or another process).
-        external = {e.id: e.own_url for e in self.watcher.external if e.own_url is not None}
-        for server_id, url in external.items():
-            if f"server:{server_id}" not in self.poller.sources and url is not None:
+        for external in self.watcher.external:
+            if external.own_url is not None:
+                source = SourceId.server(external.id)
+                wanted.add(source)
                 # /metrics needs no API key (sglang 0.5.23 srt/utils/auth.py:101-105).
-                self.poller.add(
-                    SglangSource(server_id, url, self.client, interval_s=self.interval_s)
-                )
-        for name in list(self.poller.sources):
-            if (
-                name.startswith("server:")
-                and name[len("server:") :] not in live
-                and name[len("server:") :] not in external
-                and not _is_url_source(name)
-            ):
-                await self.poller.remove(name)
+                self.hub.track(source, external.own_url)
+        for source in self.hub.tracked():
+            if source not in wanted:
+                await self.hub.untrack(source)
 
     async def _sync_loop(self) -> None:
         while True:
@@ -218,7 +199,7 @@ class Monitor:
 
     async def start(self) -> None:
         await self.sync_servers()
-        self.poller.start()
+        self.hub.start()
         self._tasks = [asyncio.create_task(self._sync_loop())]
         if self.watcher is not None and self.watcher.externals is not None:
             self._tasks.append(asyncio.create_task(self._external_loop()))
@@ -227,10 +208,10 @@ class Monitor:
         """A complete reading: a first sample, then a second one an interval later."""
         await self.sync_servers()
         await self.sync_externals()
-        await self.poller.poll_all_once()
+        await self.hub.poll_all_once()
         await asyncio.sleep(self.interval_s)
         await self.sync_servers()
-        await self.poller.poll_all_once()
+        await self.hub.poll_all_once()
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -239,21 +220,13 @@ class Monitor:
                 await task
             except asyncio.CancelledError:
                 pass
-        await self.poller.stop()
+        await self.hub.close()
         self._servers_caller.close()
         self._external_caller.close()
         if self.watcher is not None:
             self.watcher.close()
-        await self.client.aclose()
         if self.manager is not None:
             self.manager.close()
-
-
-def _is_url_source(name: str) -> bool:
-    """URL sources are named host:port; managed ones by their server id."""
-    tail = name[len("server:") :]
-    host, _, port = tail.rpartition(":")
-    return bool(host) and port.isdigit()
 
 
 def reading(monitor: Monitor) -> dict[str, object]:

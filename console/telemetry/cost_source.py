@@ -5,15 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from console.hw.host import own_cpu_seconds, own_rss_bytes
+from console.telemetry.keys import SourceId
 from console.telemetry.samples import CostSample, SourceState, SourceStatus
 from console.telemetry.source import PollResult
 
 
 class CostSource:
-    name = "console"
+    name = SourceId.CONSOLE
 
     def __init__(
-        self, poll_times: Callable[[], dict[str, float]], *, interval_s: float = 1.0
+        self, poll_times: Callable[[], dict[SourceId, float]], *, interval_s: float = 1.0
     ) -> None:
         self.poll_times = poll_times
         self.interval_s = interval_s
@@ -31,10 +32,14 @@ class CostSource:
             self._rss = own_rss_bytes()
         self._ticks += 1
         poll_ms = tuple(
-            sorted((name, seconds * 1000) for name, seconds in self.poll_times().items())
+            sorted((str(name), seconds * 1000) for name, seconds in self.poll_times().items())
         )
-        sample = CostSample(now, self.name, share, self._rss, poll_ms)
-        return PollResult([sample], [SourceStatus(self.name, SourceState.OK, None, now)])
+        sample = CostSample(
+            t_mono=now, source=self.name, cpu_pct=share, rss_bytes=self._rss, poll_ms=poll_ms
+        )
+        return PollResult(
+            [sample], [SourceStatus(name=self.name, state=SourceState.OK, last_ok_mono=now)]
+        )
 
     async def close(self) -> None:
         return None

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from console.hw.backend import GpuBackend, GpuDeviceError, GpuReading, GpuStatic, GpuUnavailable
 from console.telemetry.blocking import BlockingCaller, Stalled
 from console.telemetry.derive import counter_rate
+from console.telemetry.keys import SourceId
 from console.telemetry.samples import GpuSample, SourceState, SourceStatus
 from console.telemetry.source import PollResult
 
@@ -26,7 +27,7 @@ class _Counters:
 
 
 class GpuSource:
-    name = "gpu"
+    name = SourceId.GPUS
 
     def __init__(
         self,
@@ -45,7 +46,7 @@ class GpuSource:
         self._counters: dict[int, _Counters] = {}
         self._sampled: dict[int, tuple[float | None, float | None]] = {}
         self._ticks = 0
-        self._last_ok: dict[str, float] = {}
+        self._last_ok: dict[SourceId, float] = {}
 
     def _read_all(self, sample_pcie: bool) -> tuple[int, list[GpuReading | GpuDeviceError]]:
         """Runs on the executor: every GPU's reading, or the error of the one that failed."""
@@ -71,10 +72,10 @@ class GpuSource:
             return PollResult(
                 statuses=[
                     SourceStatus(
-                        self.name,
-                        SourceState.STALLED,
-                        f"NVML call still running ({exc.seconds:.1f} s)",
-                        self._last_ok.get(self.name),
+                        name=self.name,
+                        state=SourceState.STALLED,
+                        reason=f"NVML call still running ({exc.seconds:.1f} s)",
+                        last_ok_mono=self._last_ok.get(self.name),
                     )
                 ]
             )
@@ -82,31 +83,36 @@ class GpuSource:
             return PollResult(
                 statuses=[
                     SourceStatus(
-                        self.name, SourceState.UNAVAILABLE, f"no GPU telemetry: {exc.reason}"
+                        name=self.name,
+                        state=SourceState.UNAVAILABLE,
+                        reason=f"no GPU telemetry: {exc.reason}",
                     )
                 ]
             )
         result = PollResult()
         for item in readings:
+            gpu = SourceId.gpu(item.index)
             if isinstance(item, GpuDeviceError):
                 result.statuses.append(
                     SourceStatus(
-                        f"gpu:{item.index}",
-                        SourceState.UNAVAILABLE,
-                        item.reason,
-                        self._last_ok.get(f"gpu:{item.index}"),
+                        name=gpu,
+                        state=SourceState.UNAVAILABLE,
+                        reason=item.reason,
+                        last_ok_mono=self._last_ok.get(gpu),
                     )
                 )
                 continue
             result.samples.append(self._sample(item, now))
-            self._last_ok[f"gpu:{item.index}"] = now
-            result.statuses.append(SourceStatus(f"gpu:{item.index}", SourceState.OK, None, now))
+            self._last_ok[gpu] = now
+            result.statuses.append(SourceStatus(name=gpu, state=SourceState.OK, last_ok_mono=now))
         self._last_ok[self.name] = now
-        failing = [s.name for s in result.statuses if s.state is not SourceState.OK]
-        overall = SourceState.DEGRADED if failing else SourceState.OK
+        failing = [str(s.name) for s in result.statuses if s.state is not SourceState.OK]
         result.statuses.append(
             SourceStatus(
-                self.name, overall, f"{', '.join(failing)} unreadable" if failing else None, now
+                name=self.name,
+                state=SourceState.DEGRADED if failing else SourceState.OK,
+                reason=f"{', '.join(failing)} unreadable" if failing else None,
+                last_ok_mono=now,
             )
         )
         return result
@@ -128,12 +134,13 @@ class GpuSource:
         else:
             # A baseline from before the counters stopped would average over the gap.
             self._counters.pop(index, None)
-            if reading.pcie_tx_bytes_s is not None or reading.pcie_rx_bytes_s is not None:
-                self._sampled[index] = (reading.pcie_tx_bytes_s, reading.pcie_rx_bytes_s)
+            tx, rx = reading.pcie_tx_sampled_bytes_s, reading.pcie_rx_sampled_bytes_s
+            if tx is not None or rx is not None:
+                self._sampled[index] = (tx, rx)
             tx_rate, rx_rate = self._sampled.get(index, (None, None))
         return GpuSample(
             t_mono=now,
-            source=f"gpu:{index}",
+            source=SourceId.gpu(index),
             index=index,
             name=static.name if static else None,
             util_pct=reading.util_pct,

@@ -18,6 +18,7 @@ from console.hw.host import HostReading
 from console.hw.numa import NumaNodeInfo
 from console.hw.procs import is_running
 from console.telemetry.blocking import BlockingCaller, Stalled
+from console.telemetry.keys import SourceId
 from console.telemetry.samples import Binding, HostSample, NumaLoad, SourceState, SourceStatus
 from console.telemetry.source import PollResult
 
@@ -63,7 +64,7 @@ MISS_RESCAN_S = 2.0
 
 
 class HostSource:
-    name = "host"
+    name = SourceId.HOST
 
     def __init__(
         self,
@@ -129,9 +130,9 @@ class HostSource:
             return PollResult(
                 statuses=[
                     SourceStatus(
-                        self.name,
-                        SourceState.STALLED,
-                        f"host call still running ({exc.seconds:.1f} s)",
+                        name=self.name,
+                        state=SourceState.STALLED,
+                        reason=f"host call still running ({exc.seconds:.1f} s)",
                     )
                 ]
             )
@@ -143,15 +144,19 @@ class HostSource:
                 if reading.per_cpu_pct is not None and c < len(reading.per_cpu_pct)
             ]
             numa.append(
-                NumaLoad(node.id, sum(values) / len(values) if values else None, len(node.cpus))
+                NumaLoad(
+                    node=node.id,
+                    cpu_pct=sum(values) / len(values) if values else None,
+                    cpus=len(node.cpus),
+                )
             )
         truth = tuple(
             Binding(
-                server.server_id,
-                server.intended_nodes,
-                nodes_of(cpus, nodes),
-                len(cpus),
-                count,
+                server_id=server.server_id,
+                intended_nodes=server.intended_nodes,
+                actual_nodes=nodes_of(cpus, nodes),
+                actual_cpus=len(cpus),
+                processes=count,
             )
             for server, (cpus, count) in bindings
         )
@@ -170,7 +175,9 @@ class HostSource:
         )
         state = SourceState.OK if per_cpu is not None else SourceState.DEGRADED
         reason = None if per_cpu is not None else "per-CPU load unavailable"
-        return PollResult([sample], [SourceStatus(self.name, state, reason, now)])
+        return PollResult(
+            [sample], [SourceStatus(name=self.name, state=state, reason=reason, last_ok_mono=now)]
+        )
 
     async def close(self) -> None:
         self.caller.close()

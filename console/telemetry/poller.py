@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
 
+from console.telemetry.keys import SourceId
 from console.telemetry.samples import (
     CostSample,
-    GpuSample,
     HostSample,
-    Sample,
-    ServerSample,
     SourceState,
     SourceStatus,
     numeric_fields,
@@ -31,29 +30,21 @@ log = logging.getLogger(__name__)
 STALE_AFTER_INTERVALS = 3
 
 
-def series_prefix(sample: Sample) -> str:
-    if isinstance(sample, GpuSample):
-        return f"gpu.{sample.index}"
-    if isinstance(sample, ServerSample):
-        return f"server.{sample.server_id}"
-    if isinstance(sample, HostSample):
-        return "host"
-    return "console"
-
-
 def write_result(store: TimeSeriesStore, result: PollResult) -> None:
     """Put one poll's samples and statuses into the store (the poller's only write path)."""
     for sample in result.samples:
-        prefix = series_prefix(sample)
+        source = sample.source
         for name, value in numeric_fields(sample).items():
-            store.append(f"{prefix}.{name}", sample.t_mono, value)
+            store.append(source.series(name), sample.t_mono, value)
         if isinstance(sample, HostSample):
             for node in sample.numa:
-                store.append(f"host.numa.{node.node}.cpu_pct", sample.t_mono, node.cpu_pct)
+                store.append(
+                    source.series(f"numa.{node.node}.cpu_pct"), sample.t_mono, node.cpu_pct
+                )
         if isinstance(sample, CostSample):
             for name, ms in sample.poll_ms:
-                store.append(f"console.poll_ms.{name}", sample.t_mono, ms)
-        store.put_latest(sample.source, sample)
+                store.append(source.series(f"poll_ms.{name}"), sample.t_mono, ms)
+        store.put_latest(sample)
     for status in result.statuses:
         store.set_status(status)
 
@@ -64,9 +55,9 @@ class Poller:
     ) -> None:
         self.store = store
         self.clock = clock
-        self.sources: dict[str, Source] = {}
-        self._tasks: dict[str, asyncio.Task[None]] = {}
-        self.poll_seconds: dict[str, float] = {}
+        self.sources: dict[SourceId, Source] = {}
+        self._tasks: dict[SourceId, asyncio.Task[None]] = {}
+        self.poll_seconds: dict[SourceId, float] = {}
         self.running = False
         self.listeners: list[Callable[[float, PollResult], None]] = []
         """Called with every poll's result as it is written (the flight recorder)."""
@@ -80,7 +71,7 @@ class Poller:
         if self.running:
             self._tasks[source.name] = asyncio.create_task(self._loop(source))
 
-    async def remove(self, name: str) -> None:
+    async def remove(self, name: SourceId) -> None:
         source = self.sources.pop(name, None)
         task = self._tasks.pop(name, None)
         if task is not None:
@@ -90,9 +81,7 @@ class Poller:
         if source is not None:
             await source.close()
         self.poll_seconds.pop(name, None)
-        for status_name in list(self.store.statuses()):
-            if status_name == name:
-                self.store.forget_source(status_name)
+        self.store.forget_source(name)
 
     # -- polling -------------------------------------------------------------------------
 
@@ -106,7 +95,9 @@ class Poller:
             result = PollResult(
                 statuses=[
                     SourceStatus(
-                        source.name, SourceState.UNAVAILABLE, f"{type(exc).__name__}: {exc}"
+                        name=source.name,
+                        state=SourceState.UNAVAILABLE,
+                        reason=f"{type(exc).__name__}: {exc}",
                     )
                 ]
             )
@@ -114,9 +105,7 @@ class Poller:
         result.statuses = [
             s
             if s.name != source.name
-            else SourceStatus(
-                s.name, s.state, s.reason, s.last_ok_mono, self.poll_seconds[source.name]
-            )
+            else dataclasses.replace(s, last_poll_s=self.poll_seconds[source.name])
             for s in result.statuses
         ]
         write_result(self.store, result)
@@ -135,13 +124,7 @@ class Poller:
                 continue
             if now - status.last_ok_mono > STALE_AFTER_INTERVALS * source.interval_s:
                 self.store.set_status(
-                    SourceStatus(
-                        name,
-                        SourceState.STALE,
-                        "no fresh reading",
-                        status.last_ok_mono,
-                        status.last_poll_s,
-                    )
+                    dataclasses.replace(status, state=SourceState.STALE, reason="no fresh reading")
                 )
 
     async def poll_all_once(self) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from console.telemetry.samples import CostSample, GpuSample, HostSample, ServerSample
+from console.telemetry.samples import GpuSample
 from console.telemetry.store import TimeSeriesStore
 
 
@@ -27,13 +27,12 @@ def store_reading(
         data["reason"] = status.reason if status else None
         gpus.append(data)
     for name, status in sorted(statuses.items()):
-        if name.startswith("gpu:") and all(g["index"] != int(name[4:]) for g in gpus):
-            gpus.append(
-                {"index": int(name[4:]), "state": status.state.value, "reason": status.reason}
-            )
-    host = latest.get("host")
+        index = name.index
+        if index is not None and all(g["index"] != index for g in gpus):
+            gpus.append({"index": index, "state": status.state.value, "reason": status.reason})
+    host = store.host()
     host_json = None
-    if isinstance(host, HostSample):
+    if host is not None:
         host_json = {
             "cpu_pct": host.cpu_pct,
             "mem_used_bytes": host.mem_used_bytes,
@@ -62,10 +61,10 @@ def store_reading(
         }
     servers = []
     for name, status in sorted(statuses.items()):
-        if not name.startswith("server:"):
+        if name.kind != "server":
             continue
-        server_id = name[len("server:") :]
-        server_sample = latest.get(name)
+        server_id = name.name
+        server_sample = store.server(server_id)
         entry: dict[str, object] = {"id": server_id, "metrics_source": status.to_json()}
         life = lifecycle.get(server_id)
         if life is not None:
@@ -79,7 +78,7 @@ def store_reading(
                     "gpus": list(life.get("gpus") or []),
                 }
             )
-        if isinstance(server_sample, ServerSample):
+        if server_sample is not None:
             entry.update(
                 {
                     "tok_s": server_sample.decode_tok_s,
@@ -100,7 +99,7 @@ def store_reading(
                 }
             )
         servers.append(entry)
-    cost = latest.get("console")
+    cost = store.cost()
     return {
         "gpus": gpus,
         "host": host_json,
@@ -110,7 +109,7 @@ def store_reading(
             "rss_bytes": cost.rss_bytes,
             "poll_ms": dict(cost.poll_ms),
         }
-        if isinstance(cost, CostSample)
+        if cost is not None
         else None,
         "sources": [s.to_json() for _, s in sorted(statuses.items())],
     }

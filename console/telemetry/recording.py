@@ -14,9 +14,9 @@ field order of every sample kind, the host's topology). Each further line is one
   `summary.json` as it was then, once per file (a replay shows it after the run's folder is
   gone). Readers that predate this kind skip it, so the schema version is unchanged.
 
-`t` is seconds since the header's `t0_mono`. The writer flushes the compressor every few
-seconds, so a crash or kill loses at most that much; the reader replays a truncated or
-damaged file up to the damage and says where it stopped.
+`t` is seconds since the header's `t0_mono`, whose wall-clock time is `t0_wall`. The
+writer flushes the compressor every few seconds, so a crash or kill loses at most that much;
+the reader replays a truncated or damaged file up to the damage and says where it stopped.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from typing import IO, Any
 
 from console.core.errors import ConsoleError
 from console.core.redact import redact_json
+from console.telemetry.keys import SourceId
 from console.telemetry.samples import (
     Binding,
     CostSample,
@@ -83,6 +84,8 @@ def encode_sample(sample: Sample, t0: float) -> list[Any]:
         value = getattr(sample, item.name)
         if item.name == "t_mono":
             value = round(value - t0, 3)
+        elif item.name == "source":
+            value = str(value)
         elif kind == "host" and item.name == "numa":
             value = [[n.node, _clean(n.cpu_pct), n.cpus] for n in value]
         elif kind == "host" and item.name == "bindings":
@@ -103,11 +106,20 @@ def encode_sample(sample: Sample, t0: float) -> list[Any]:
 def decode_sample(kind: str, values: list[Any], names: list[str], t0: float) -> Sample:
     data = dict(zip(names, values, strict=True))
     data["t_mono"] = t0 + float(data["t_mono"])
+    data["source"] = SourceId.parse(str(data["source"]))
     cls = KINDS[kind]
     if cls is HostSample:
-        data["numa"] = tuple(NumaLoad(int(n), c, int(k)) for n, c, k in data["numa"])
+        data["numa"] = tuple(
+            NumaLoad(node=int(n), cpu_pct=c, cpus=int(k)) for n, c, k in data["numa"]
+        )
         data["bindings"] = tuple(
-            Binding(str(s), tuple(i), tuple(a), int(c), int(p))
+            Binding(
+                server_id=str(s),
+                intended_nodes=tuple(i),
+                actual_nodes=tuple(a),
+                actual_cpus=int(c),
+                processes=int(p),
+            )
             for s, i, a, c, p in data["bindings"]
         )
     for name in ("throttle_reasons", "poll_ms"):
@@ -119,17 +131,23 @@ def decode_sample(kind: str, values: list[Any], names: list[str], t0: float) -> 
 
 def encode_status(status: SourceStatus, t0: float) -> list[Any]:
     last_ok = None if status.last_ok_mono is None else round(status.last_ok_mono - t0, 3)
-    return [status.name, status.state.value, status.reason, last_ok, _clean(status.last_poll_s)]
+    return [
+        str(status.name),
+        status.state.value,
+        status.reason,
+        last_ok,
+        _clean(status.last_poll_s),
+    ]
 
 
 def decode_status(values: list[Any], t0: float) -> SourceStatus:
     name, state, reason, last_ok, poll_s = values
     return SourceStatus(
-        str(name),
-        SourceState(state),
-        reason,
-        None if last_ok is None else t0 + float(last_ok),
-        poll_s,
+        name=SourceId.parse(str(name)),
+        state=SourceState(state),
+        reason=reason,
+        last_ok_mono=None if last_ok is None else t0 + float(last_ok),
+        last_poll_s=poll_s,
     )
 
 
@@ -153,6 +171,13 @@ class Recording:
         return float(self.header["t0_mono"])
 
     @property
+    def t0_wall(self) -> float:
+        """The wall-clock time of t=0 (recordings older than the `t0_wall` header key: their
+        creation time, which is within a moment of it)."""
+        value = self.header.get("t0_wall", self.header.get("created_wall"))
+        return float(value) if isinstance(value, int | float) else 0.0
+
+    @property
     def duration_s(self) -> float:
         return self.frames[-1].t if self.frames else 0.0
 
@@ -169,11 +194,15 @@ class Recording:
 def header(
     *, demo: bool, topology: dict[str, Any], interval_s: float, t0_mono: float, note: str = ""
 ) -> dict[str, Any]:
+    """`t0_wall` is the wall-clock time of `t0_mono` (wall = t0_wall + t): what lines a
+    recording up with things timed on the wall clock, such as a run's levels."""
+    wall, mono = time.time(), time.monotonic()
     return {
         "format": FORMAT,
         "schema_version": SCHEMA_VERSION,
-        "created_wall": time.time(),
+        "created_wall": wall,
         "t0_mono": t0_mono,
+        "t0_wall": wall - (mono - t0_mono),
         "demo": demo,
         "interval_s": interval_s,
         "fields": {kind: field_names(kind) for kind in KINDS},

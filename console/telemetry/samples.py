@@ -1,6 +1,7 @@
 """Immutable readings: a monotonic timestamp, the source, typed fields with units in names.
 
-`None` wherever a value is unavailable (unsupported, failed, not yet rated).
+`None` wherever a value is unavailable (unsupported, failed, not yet rated). Every record is
+keyword-only: a field added anywhere cannot shift the others' values at a construction site.
 """
 
 from __future__ import annotations
@@ -8,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from enum import StrEnum
 from typing import Any
+
+from console.telemetry.keys import SourceId
 
 
 class SourceState(StrEnum):
@@ -21,9 +24,9 @@ class SourceState(StrEnum):
     UNAVAILABLE = "unavailable"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SourceStatus:
-    name: str
+    name: SourceId
     state: SourceState
     reason: str | None = None
     last_ok_mono: float | None = None
@@ -32,17 +35,17 @@ class SourceStatus:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "name": self.name,
+            "name": str(self.name),
             "state": self.state.value,
             "reason": self.reason,
             "last_poll_ms": None if self.last_poll_s is None else self.last_poll_s * 1000,
         }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GpuSample:
     t_mono: float
-    source: str
+    source: SourceId
     index: int
     name: str | None
     util_pct: float | None
@@ -64,14 +67,14 @@ class GpuSample:
     numa_node: int | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NumaLoad:
     node: int
     cpu_pct: float | None
     cpus: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Binding:
     """Where a server's schedulers may run (the layout truth) vs where they should. Only the
     schedulers are measured: SGLang NUMA-binds them alone (sglang 0.5.23
@@ -89,10 +92,10 @@ class Binding:
         return set(self.actual_nodes) <= set(self.intended_nodes)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class HostSample:
     t_mono: float
-    source: str
+    source: SourceId
     cpu_pct: float | None
     numa: tuple[NumaLoad, ...]
     mem_used_bytes: int | None
@@ -103,10 +106,10 @@ class HostSample:
     bindings: tuple[Binding, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ServerSample:
     t_mono: float
-    source: str
+    source: SourceId
     server_id: str
     decode_tok_s: float | None
     """Rate of sglang:realtime_tokens_total{mode="decode"} (moves every step)."""
@@ -129,10 +132,10 @@ class ServerSample:
     """Verify steps per second (from spec_verify_calls_total; finished requests)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CostSample:
     t_mono: float
-    source: str
+    source: SourceId
     cpu_pct: float | None
     """The console process's CPU time over wall time, % of one core."""
     rss_bytes: int | None

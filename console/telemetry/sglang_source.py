@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from console.telemetry.derive import counter_rate, histogram_delta, quantile
+from console.telemetry.keys import SourceId
 from console.telemetry.prometheus import (
     Histogram,
     MetricsParseError,
@@ -111,7 +112,7 @@ class SglangSource:
         api_key: str | None = None,
     ) -> None:
         self.server_id = server_id
-        self.name = f"server:{server_id}"
+        self.name = SourceId.server(server_id)
         self.url = url.rstrip("/")
         self.client = client
         self.interval_s = interval_s
@@ -156,7 +157,9 @@ class SglangSource:
     def _status(
         self, state: SourceState, reason: str | None, now: float | None = None
     ) -> SourceStatus:
-        return SourceStatus(self.name, state, reason, now or self._last_ok)
+        return SourceStatus(
+            name=self.name, state=state, reason=reason, last_ok_mono=now or self._last_ok
+        )
 
     async def poll(self, now: float) -> PollResult:
         tick = self._ticks

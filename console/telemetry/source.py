@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from console.telemetry.keys import SourceId
 from console.telemetry.samples import Sample, SourceStatus
 
 
@@ -15,7 +16,7 @@ class PollResult:
 
 
 class Source(Protocol):
-    name: str
+    name: SourceId
     interval_s: float
 
     async def poll(self, now: float) -> PollResult: ...

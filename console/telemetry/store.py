@@ -2,7 +2,9 @@
 
 Written only by the poller on the event loop; readers get immutable tuples. Capacity is set
 at start (default one hour at one sample a second), so memory stays flat however long the
-console runs. Missing values are stored as NaN and come back as None.
+console runs. Missing values are stored as NaN and come back as None. Latest samples and
+source states are kept by `SourceId`; the typed reads (`gpu`, `server`, `host`, `cost`)
+return the sample class their kind holds.
 """
 
 from __future__ import annotations
@@ -10,9 +12,16 @@ from __future__ import annotations
 import math
 from array import array
 from dataclasses import dataclass
-from typing import Any
 
-from console.telemetry.samples import SourceStatus
+from console.telemetry.keys import SourceId
+from console.telemetry.samples import (
+    CostSample,
+    GpuSample,
+    HostSample,
+    Sample,
+    ServerSample,
+    SourceStatus,
+)
 
 DEFAULT_CAPACITY = 3600
 DEFAULT_MAX_SERIES = 4096
@@ -77,8 +86,8 @@ class TimeSeriesStore:
         self.version = 0
         self.dropped_series = 0
         self._series: dict[str, Ring] = {}
-        self._latest: dict[str, Any] = {}
-        self._status: dict[str, SourceStatus] = {}
+        self._latest: dict[SourceId, Sample] = {}
+        self._status: dict[SourceId, SourceStatus] = {}
 
     # -- writing (the poller only) -------------------------------------------------------
 
@@ -91,13 +100,13 @@ class TimeSeriesStore:
             ring = self._series[key] = Ring(self.capacity)
         ring.append(t, math.nan if value is None else float(value))
 
-    def put_latest(self, source: str, sample: Any) -> None:
-        self._latest[source] = sample
+    def put_latest(self, sample: Sample) -> None:
+        self._latest[sample.source] = sample
 
     def set_status(self, status: SourceStatus) -> None:
         self._status[status.name] = status
 
-    def forget_source(self, source: str) -> None:
+    def forget_source(self, source: SourceId) -> None:
         self._latest.pop(source, None)
         self._status.pop(source, None)
 
@@ -130,13 +139,32 @@ class TimeSeriesStore:
             return None
         return last[1]
 
-    def latest(self, source: str) -> Any:
+    def latest(self, source: SourceId) -> Sample | None:
         return self._latest.get(source)
 
-    def latest_all(self) -> dict[str, Any]:
+    def gpu(self, index: int) -> GpuSample | None:
+        sample = self._latest.get(SourceId.gpu(index))
+        return sample if isinstance(sample, GpuSample) else None
+
+    def server(self, server_id: str) -> ServerSample | None:
+        sample = self._latest.get(SourceId.server(server_id))
+        return sample if isinstance(sample, ServerSample) else None
+
+    def host(self) -> HostSample | None:
+        sample = self._latest.get(SourceId.HOST)
+        return sample if isinstance(sample, HostSample) else None
+
+    def cost(self) -> CostSample | None:
+        sample = self._latest.get(SourceId.CONSOLE)
+        return sample if isinstance(sample, CostSample) else None
+
+    def latest_all(self) -> dict[SourceId, Sample]:
         return dict(self._latest)
 
-    def statuses(self) -> dict[str, SourceStatus]:
+    def status(self, source: SourceId) -> SourceStatus | None:
+        return self._status.get(source)
+
+    def statuses(self) -> dict[SourceId, SourceStatus]:
         return dict(self._status)
 
     def series_count(self) -> int:

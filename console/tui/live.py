@@ -12,14 +12,12 @@ from console.bench.results import JsonDict, RunSummary
 from console.bench.shipped import DEMO_CAMPAIGN, campaign_files
 from console.core.errors import ConsoleError
 from console.core.net import port_is_free
-from console.hw.backend import GpuBackend
 from console.profiles.command import build_command
 from console.profiles.flagcheck import FlagCheckUnavailable, check_args
 from console.profiles.loader import ProfileCatalog
 from console.server.external import ID_PREFIX, ExternalServer, listing_json
 from console.server.manager import ServerManager
 from console.server.status import ServerStatus
-from console.telemetry.host_source import HostBackend
 from console.telemetry.store import TimeSeriesStore
 from console.topology.model import Topology
 from console.topology.placement import REDACTED, Plan, resolve
@@ -28,7 +26,7 @@ from console.tui.views import ServerView
 
 if TYPE_CHECKING:
     from console.bench.request import BenchRequest, CampaignRequest, RunRequest
-    from console.server.monitor import Monitor
+    from console.server.monitor import Monitor, MonitorFactory
     from console.server.session_recorder import SessionRecorder
 
 
@@ -66,8 +64,7 @@ class LiveBackend:
         *,
         demo: bool,
         manager: ServerManager,
-        gpu_backend: GpuBackend,
-        host_backend: HostBackend,
+        monitor_factory: MonitorFactory,
         topology: Topology,
         catalog: ProfileCatalog,
         runs_root: Path,
@@ -82,8 +79,8 @@ class LiveBackend:
         self.catalog = catalog
         self.runs_root = runs_root
         self.campaigns = campaign_files() if campaigns is None else campaigns
-        self.gpu_backend = gpu_backend
-        self.host_backend = host_backend
+        self.monitor_factory = monitor_factory
+        """Builds the monitor (the composition root's, `Services.monitor`)."""
         self.interval_s = interval_s
         self.store = TimeSeriesStore()
         self.monitor: Monitor | None = None
@@ -106,16 +103,8 @@ class LiveBackend:
     async def start(self) -> None:
         # Server state once a second, in step with the screen's refresh: a crash shows on
         # the next tick or the one after, for a quarter of the CLI's 4 Hz watch cost.
-        from console.server import monitor
-
-        self.monitor = monitor.Monitor(
-            self.manager,
-            self.gpu_backend,
-            self.host_backend,
-            self.topology,
-            interval_s=self.interval_s,
-            sync_interval_s=1.0,
-            store=self.store,
+        self.monitor = self.monitor_factory(
+            manager=self.manager, store=self.store, interval_s=self.interval_s, sync_interval_s=1.0
         )
         if self.recordings is not None:
             from console.server.session_recorder import DEFAULT_MAX_BYTES, SessionRecorder

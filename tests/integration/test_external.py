@@ -35,6 +35,7 @@ from console.core.net import free_port
 from console.hw.discover import entry_kind
 from console.hw.procs import cmdline, is_running, process_info
 from console.server.external import DEFAULT_HOST, DEFAULT_PORT, NO_PORT, parse_args
+from console.telemetry.keys import SourceId
 from tests.conftest import run_cli_subprocess
 from tests.simproc import SMALL, start_sim, stop_sim, wait_ready
 
@@ -435,7 +436,7 @@ async def test_dashboard_shows_an_external_servers_throughput(tmp_path: Path):
             screen.focused_server = server_id
 
             def decoding() -> bool:
-                sample = backend.store.latest(f"server:{server_id}")
+                sample = backend.store.server(server_id)
                 return isinstance(sample, ServerSample) and bool(sample.decode_tok_s)
 
             await until(pilot, decoding, 60, "the external server's tok/s")
@@ -657,8 +658,8 @@ async def test_hung_external_does_not_delay_a_managed_servers_ready_event(
             )
             assert squatter_entry.port_holder == f"managed server {server_id}"
             assert squatter_entry.state == "running"
-            assert f"server:{hung_entry.id}" in second.poller.sources
-            assert f"server:{squatter_entry.id}" not in second.poller.sources
+            assert SourceId.server(hung_entry.id) in second.poller.sources
+            assert SourceId.server(squatter_entry.id) not in second.poller.sources
         finally:
             await monitor.stop()
             if second is not None:

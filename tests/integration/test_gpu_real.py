@@ -11,6 +11,7 @@ import pytest
 
 from console.hw.numa import read_numa_nodes
 from console.hw.nvml import FIELD_PCIE_RX_BYTES, FIELD_PCIE_TX_BYTES, NvmlBackend
+from console.telemetry.keys import SourceId
 from console.topology.discover import discover
 
 pytestmark = pytest.mark.gpu
@@ -41,7 +42,10 @@ def test_every_field_reads_on_a_real_gpu():
             assert reading.sm_clock_mhz is not None
             assert reading.pcie_gen_current
             assert reading.pcie_width_current
-            assert reading.pcie_tx_bytes_s is not None or reading.pcie_tx_bytes_total is not None
+            assert (
+                reading.pcie_tx_sampled_bytes_s is not None
+                or reading.pcie_tx_bytes_total is not None
+            )
             assert reading.throttle_reasons is not None
             backend.compute_processes(index)
     finally:
@@ -77,7 +81,7 @@ def test_gpu_source_reads_every_field_through_console_hw():
         return store
 
     store = asyncio.run(run())
-    assert store.statuses()["gpu"].state is SourceState.OK
+    assert store.statuses()[SourceId.GPUS].state is SourceState.OK
     samples = [s for s in store.latest_all().values() if isinstance(s, GpuSample)]
     assert samples
     for sample in samples:

@@ -14,6 +14,7 @@ import pytest
 from console.cli.services import Services
 from console.server.session_recorder import SessionRecorder, server_json
 from console.telemetry import recording as recording_module
+from console.telemetry.keys import SourceId
 from console.telemetry.recording import (
     SUFFIX,
     RecordingError,
@@ -37,27 +38,43 @@ FIXTURE_RUN = REPO / "tests" / "tui" / "fixtures" / "runs" / "20261129-185811-qw
 
 def gpu(t: float, util: float) -> GpuSample:
     return GpuSample(
-        t,
-        "gpu:0",
-        0,
-        "GPU",
-        util,
-        1.5,
-        2**30,
-        2**34,
-        300.0,
-        600.0,
-        50.0,
-        1800.0,
-        9000.0,
-        1e6,
-        2e6,
-        5,
-        5,
-        16,
-        16,
-        ("idle",),
-        0,
+        t_mono=t,
+        source=SourceId.gpu(0),
+        index=0,
+        name="GPU",
+        util_pct=util,
+        mem_util_pct=1.5,
+        mem_used_bytes=2**30,
+        mem_total_bytes=2**34,
+        power_w=300.0,
+        power_limit_w=600.0,
+        temp_c=50.0,
+        sm_clock_mhz=1800.0,
+        mem_clock_mhz=9000.0,
+        pcie_tx_bytes_s=1e6,
+        pcie_rx_bytes_s=2e6,
+        pcie_gen_current=5,
+        pcie_gen_max=5,
+        pcie_width_current=16,
+        pcie_width_max=16,
+        throttle_reasons=("idle",),
+        numa_node=0,
+    )
+
+
+def gpu_ok(t: float) -> SourceStatus:
+    return SourceStatus(
+        name=SourceId.gpu(0), state=SourceState.OK, last_ok_mono=t, last_poll_s=0.001
+    )
+
+
+def cost(t: float) -> CostSample:
+    return CostSample(
+        t_mono=t,
+        source=SourceId.CONSOLE,
+        cpu_pct=1.5,
+        rss_bytes=2**26,
+        poll_ms=((str(SourceId.GPUS), 0.4),),
     )
 
 
@@ -66,9 +83,9 @@ def write(path: Path, frames: int, t0: float = 100.0) -> None:
         path, header(demo=True, topology={"gpus": [], "numa_nodes": []}, interval_s=1.0, t0_mono=t0)
     )
     for i in range(frames):
-        status = SourceStatus("gpu:0", SourceState.OK, None, t0 + i, 0.001)
-        cost = CostSample(t0 + i, "console", 1.5, 2**26, (("gpu", 0.4),))
-        writer.poll(t0 + i, PollResult([gpu(t0 + i, float(i % 100)), cost], [status]))
+        writer.poll(
+            t0 + i, PollResult([gpu(t0 + i, float(i % 100)), cost(t0 + i)], [gpu_ok(t0 + i)])
+        )
         writer.flush()
     writer.close()
 
@@ -81,8 +98,8 @@ def test_round_trip_keeps_every_sample(tmp_path: Path):
     assert [f.t for f in recording.frames] == [0.0, 1.0, 2.0, 3.0, 4.0]
     result = recording.poll_result(recording.frames[3])
     assert result.samples[0] == gpu(103.0, 3.0)
-    assert result.samples[1] == CostSample(103.0, "console", 1.5, 2**26, (("gpu", 0.4),))
-    assert result.statuses == [SourceStatus("gpu:0", SourceState.OK, None, 103.0, 0.001)]
+    assert result.samples[1] == cost(103.0)
+    assert result.statuses == [gpu_ok(103.0)]
 
 
 def test_a_truncated_recording_replays_up_to_the_damage(tmp_path: Path):
@@ -98,7 +115,9 @@ def test_a_truncated_recording_replays_up_to_the_damage(tmp_path: Path):
     assert replay.message is not None
     assert "replaying up to" in replay.message
     last = recording.frames[-1].t
-    assert replay.store.latest("gpu:0").util_pct == float(int(last) % 100)
+    sample = replay.store.gpu(0)
+    assert sample is not None
+    assert sample.util_pct == float(int(last) % 100)
 
 
 def test_corrupted_bytes_stop_the_replay_with_a_message(tmp_path: Path):
@@ -168,8 +187,7 @@ def test_the_writer_announces_every_byte_before_it_reaches_the_file(tmp_path: Pa
     )
     grown = [path.stat().st_size]
     for i in range(3000):
-        status = SourceStatus("gpu:0", SourceState.OK, None, float(i), 0.001)
-        writer.poll(float(i), PollResult([gpu(float(i), float(i * 7 % 100))], [status]))
+        writer.poll(float(i), PollResult([gpu(float(i), float(i * 7 % 100))], [gpu_ok(float(i))]))
         if path.stat().st_size != grown[-1]:
             grown.append(path.stat().st_size)
         if i % 1000 == 999:

@@ -20,6 +20,7 @@ from console.hw.simulated import SimulatedGpuBackend, SimulatedHostReader
 from console.server.monitor import Monitor, reading
 from console.sim.stats import E2E_BUCKETS, TTFT_BUCKETS
 from console.telemetry.gpu_source import GpuSource
+from console.telemetry.keys import SourceId
 from console.telemetry.poller import Poller
 from console.telemetry.samples import ServerSample, SourceState
 from console.telemetry.sglang_source import SglangSource
@@ -128,7 +129,7 @@ def test_derived_metrics_match_the_simulators_ground_truth(tmp_path: Path):
     assert abs(accept - truth_accept) <= 0.03 * truth_accept, (accept, truth_accept)
     # Windowed percentiles: the console's estimate lies in the bucket of the simulator's own
     # value over the same window, or the one next to it.
-    sample = store.latest(f"server:127.0.0.1:{sim.port}")
+    sample = store.server(f"127.0.0.1:{sim.port}")
     assert isinstance(sample, ServerSample)
     window_start = last["sim_time_s"] - 10 * SPEED
     finished = [r for r in last["requests"] if r["finished_s"] >= window_start]
@@ -262,7 +263,7 @@ def test_nvml_library_missing_is_a_state_not_a_crash():
     store, _ = asyncio.run(
         _gpu_poll(NvmlBackend(FakePynvml(init_error=NVML_ERROR_LIBRARY_NOT_FOUND)))
     )
-    status = store.statuses()["gpu"]
+    status = store.statuses()[SourceId.GPUS]
     assert status.state is SourceState.UNAVAILABLE
     assert status.reason == "no GPU telemetry: NVML library not found"
 
@@ -271,21 +272,21 @@ def test_one_failing_gpu_degrades_only_that_gpu():
     fake = FakePynvml([FakeDevice(), FakeDevice(lost=True), FakeDevice()])
     store, _ = asyncio.run(_gpu_poll(NvmlBackend(fake), times=2))
     statuses = store.statuses()
-    assert statuses["gpu:0"].state is SourceState.OK
-    assert statuses["gpu:2"].state is SourceState.OK
-    assert statuses["gpu:1"].state is SourceState.UNAVAILABLE
-    assert "GPU is lost" in (statuses["gpu:1"].reason or "")
-    assert statuses["gpu"].state is SourceState.DEGRADED
+    assert statuses[SourceId.gpu(0)].state is SourceState.OK
+    assert statuses[SourceId.gpu(2)].state is SourceState.OK
+    assert statuses[SourceId.gpu(1)].state is SourceState.UNAVAILABLE
+    assert "GPU is lost" in (statuses[SourceId.gpu(1)].reason or "")
+    assert statuses[SourceId.GPUS].state is SourceState.DEGRADED
     assert store.latest_value("gpu.0.util_pct") == 35.0
     # Counters are rated between polls: 0 bytes moved here, but a rate exists.
-    assert store.latest_value("gpu.0.pcie_tx_bytes_s") == 0.0
+    assert store.latest_value(SourceId.gpu(0).series("pcie_tx_bytes_s")) == 0.0
 
 
 def test_a_hanging_nvml_call_stalls_the_source_not_the_loop():
     fake = FakePynvml([FakeDevice(hang_seconds=1.5)])
     store, gaps = asyncio.run(_gpu_poll(NvmlBackend(fake), times=4, interval=0.2))
-    assert store.statuses()["gpu"].state is SourceState.STALLED
-    assert "NVML call still running" in (store.statuses()["gpu"].reason or "")
+    assert store.statuses()[SourceId.GPUS].state is SourceState.STALLED
+    assert "NVML call still running" in (store.statuses()[SourceId.GPUS].reason or "")
     # The loop kept ticking every 10 ms throughout.
     assert max(gaps) < 0.1
     # Skipped, not queued: one call in flight at most.

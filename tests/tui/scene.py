@@ -28,6 +28,7 @@ from console.bench.shipped import campaign_files
 from console.hw.simulated import SimulatedGpuBackend
 from console.profiles.command import build_command
 from console.profiles.loader import ProfileCatalog
+from console.telemetry.keys import SourceId
 from console.telemetry.recording import RecordingWriter, header, read_recording
 from console.telemetry.samples import (
     Binding,
@@ -113,7 +114,7 @@ def _gpu(t: float, index: int, rng: random.Random, topology: Any) -> GpuSample:
     util = (96.5 + rng.uniform(-2, 2)) if busy else (rng.uniform(0, 2) if loaded else 0.0)
     return GpuSample(
         t_mono=T0 + t,
-        source=f"gpu:{index}",
+        source=SourceId.gpu(index),
         index=index,
         name=info.name,
         util_pct=round(util, 1),
@@ -140,25 +141,25 @@ def _server_sample(t: float, rng: random.Random) -> ServerSample:
     concurrency, tok_s, accept, ttft_ms, itl_ms = _phase(t)
     if concurrency == 0:
         return ServerSample(
-            T0 + t,
-            f"server:{A}",
-            A,
-            0.0,
-            0.0,
-            0.0,
-            0.0,
-            0.0,
-            0.0,
-            0.0,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
+            t_mono=T0 + t,
+            source=SourceId.server(A),
+            server_id=A,
+            decode_tok_s=0.0,
+            finished_tok_s=0.0,
+            requests_s=0.0,
+            gen_throughput=0.0,
+            running=0.0,
+            queued=0.0,
+            token_usage=0.0,
+            accept_length=None,
+            accept_rate=None,
+            ttft_p50_s=None,
+            ttft_p99_s=None,
+            itl_p50_s=None,
+            itl_p99_s=None,
+            e2e_p50_s=None,
+            e2e_p99_s=None,
+            spec_verify_s=None,
         )
     jitter = 1 + rng.uniform(-0.03, 0.03)
     assert ttft_ms is not None
@@ -166,7 +167,7 @@ def _server_sample(t: float, rng: random.Random) -> ServerSample:
     assert accept is not None
     return ServerSample(
         t_mono=T0 + t,
-        source=f"server:{A}",
+        source=SourceId.server(A),
         server_id=A,
         decode_tok_s=round(tok_s * jitter, 1),
         finished_tok_s=round(tok_s * 0.98, 1),
@@ -313,42 +314,75 @@ def _write(root: Path, seed: int) -> None:
         concurrency = _phase(t)[0]
         samples.append(
             HostSample(
-                T0 + t,
-                "host",
-                round(7 + concurrency * 0.4 + rng.uniform(0, 1), 1),
-                (
-                    NumaLoad(0, round(12 + concurrency * 0.8 + rng.uniform(0, 2), 1), 32),
-                    NumaLoad(1, round(3 + rng.uniform(0, 1), 1), 32),
+                t_mono=T0 + t,
+                source=SourceId.HOST,
+                cpu_pct=round(7 + concurrency * 0.4 + rng.uniform(0, 1), 1),
+                numa=(
+                    NumaLoad(
+                        node=0,
+                        cpu_pct=round(12 + concurrency * 0.8 + rng.uniform(0, 2), 1),
+                        cpus=32,
+                    ),
+                    NumaLoad(node=1, cpu_pct=round(3 + rng.uniform(0, 1), 1), cpus=32),
                 ),
-                180 * 2**30,
-                1024 * 2**30,
-                3.1,
-                2.9,
-                2.5,
-                (Binding(A, (0,), (0,), 32, 3), Binding(B, (1,), (0, 1), 64, 5)),
+                mem_used_bytes=180 * 2**30,
+                mem_total_bytes=1024 * 2**30,
+                load1=3.1,
+                load5=2.9,
+                load15=2.5,
+                bindings=(
+                    Binding(
+                        server_id=A,
+                        intended_nodes=(0,),
+                        actual_nodes=(0,),
+                        actual_cpus=32,
+                        processes=3,
+                    ),
+                    Binding(
+                        server_id=B,
+                        intended_nodes=(1,),
+                        actual_nodes=(0, 1),
+                        actual_cpus=64,
+                        processes=5,
+                    ),
+                ),
             )
         )
         samples.append(_server_sample(t, rng))
         samples.append(
             CostSample(
-                T0 + t,
-                "console",
-                round(2.1 + rng.uniform(-0.3, 0.3), 2),
-                92 * 2**20,
-                (("gpu", 0.4), ("host", 0.2), (f"server:{A}", 2.3)),
+                t_mono=T0 + t,
+                source=SourceId.CONSOLE,
+                cpu_pct=round(2.1 + rng.uniform(-0.3, 0.3), 2),
+                rss_bytes=92 * 2**20,
+                poll_ms=(
+                    (str(SourceId.GPUS), 0.4),
+                    (str(SourceId.HOST), 0.2),
+                    (str(SourceId.server(A)), 2.3),
+                ),
             )
         )
-        statuses = [
-            SourceStatus(f"gpu:{i}", SourceState.OK, None, T0 + t, 0.0004) for i in range(8)
-        ]
+
+        def ok(source: SourceId, poll_s: float, now: float = T0 + t) -> SourceStatus:
+            return SourceStatus(
+                name=source, state=SourceState.OK, last_ok_mono=now, last_poll_s=poll_s
+            )
+
+        statuses = [ok(SourceId.gpu(i), 0.0004) for i in range(8)]
         statuses += [
-            SourceStatus("gpu", SourceState.OK, None, T0 + t, 0.0004),
-            SourceStatus("host", SourceState.OK, None, T0 + t, 0.0002),
-            SourceStatus("console", SourceState.OK, None, T0 + t, 0.00001),
-            SourceStatus(f"server:{A}", SourceState.OK, None, T0 + t, 0.0023),
-            SourceStatus(f"server:{B}", SourceState.STALE, "no fresh reading", T0 + 250, 0.0019)
+            ok(SourceId.GPUS, 0.0004),
+            ok(SourceId.HOST, 0.0002),
+            ok(SourceId.CONSOLE, 0.00001),
+            ok(SourceId.server(A), 0.0023),
+            SourceStatus(
+                name=SourceId.server(B),
+                state=SourceState.STALE,
+                reason="no fresh reading",
+                last_ok_mono=T0 + 250,
+                last_poll_s=0.0019,
+            )
             if t > 255
-            else SourceStatus(f"server:{B}", SourceState.OK, None, T0 + t, 0.0019),
+            else ok(SourceId.server(B), 0.0019),
         ]
         writer.poll(T0 + t, PollResult(samples, statuses))
         if t == 40:

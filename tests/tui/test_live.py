@@ -15,7 +15,6 @@ from textual.widgets import DataTable, Input, OptionList
 
 from console.bench.listing import list_runs
 from console.cli.services import Services
-from console.telemetry.samples import GpuSample
 from console.tui.app import ConsoleApp
 from console.tui.live import LiveBackend
 from console.tui.screens.launch import LaunchScreen
@@ -185,11 +184,16 @@ async def test_a_failing_source_degrades_alone_and_quitting_says_servers_keep_ru
             "the server's metrics source marked failing",
         )
         assert "8/8 GPUs ok" in sources.text.plain
-        first = backend.store.latest("gpu:0")
-        assert isinstance(first, GpuSample)
+        first = backend.store.gpu(0)
+        assert first is not None
+
+        def later() -> bool:
+            sample = backend.store.gpu(0)
+            return sample is not None and sample.t_mono > first.t_mono + 1.5
+
         await until(
             pilot,
-            lambda: backend.store.latest("gpu:0").t_mono > first.t_mono + 1.5,
+            later,
             10,
             "GPU readings to keep coming",
         )

@@ -141,7 +141,12 @@ def test_ranks_follow_numa_node_by_local_gpu_id() -> None:
 def test_binding_matches_when_schedulers_stay_inside(
     intended: tuple[int, ...], actual: tuple[int, ...], matches: bool
 ) -> None:
-    assert Binding("s", intended, actual, 32, 4).matches is matches
+    assert (
+        Binding(
+            server_id="s", intended_nodes=intended, actual_nodes=actual, actual_cpus=32, processes=4
+        ).matches
+        is matches
+    )
 
 
 @pytest.fixture

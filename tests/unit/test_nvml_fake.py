@@ -52,15 +52,15 @@ def test_sampled_throughput_converts_kb_to_bytes():
     fake = FakePynvml([FakeDevice(pcie_counters_supported=False, pcie_tx_kbs=4, pcie_rx_kbs=8)])
     reading = NvmlBackend(fake).read(0, sample_pcie_throughput=True)
     assert reading.pcie_tx_bytes_total is None
-    assert reading.pcie_tx_bytes_s == 4096.0  # KB/s -> bytes/s
-    assert reading.pcie_rx_bytes_s == 8192.0
+    assert reading.pcie_tx_sampled_bytes_s == 4096.0  # KB/s -> bytes/s
+    assert reading.pcie_rx_sampled_bytes_s == 8192.0
 
 
 def test_sampled_throughput_only_when_asked():
     fake = FakePynvml([FakeDevice()])
     backend = NvmlBackend(fake)
     reading = backend.read(0)
-    assert reading.pcie_tx_bytes_s is None
+    assert reading.pcie_tx_sampled_bytes_s is None
     assert fake.calls["nvmlDeviceGetPcieThroughput"] == 0
 
 
@@ -68,7 +68,7 @@ def test_sampled_throughput_skipped_while_counters_answer():
     fake = FakePynvml([FakeDevice()])
     reading = NvmlBackend(fake).read(0, sample_pcie_throughput=True)
     assert reading.pcie_tx_bytes_total == 1_000_000
-    assert reading.pcie_tx_bytes_s is None
+    assert reading.pcie_tx_sampled_bytes_s is None
     assert fake.calls["nvmlDeviceGetPcieThroughput"] == 0
 
 

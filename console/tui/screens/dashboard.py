@@ -9,7 +9,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Grid, VerticalScroll
 
 from console.core.units import pcie_link_bytes_s
-from console.telemetry.samples import GpuSample
+from console.telemetry.keys import SourceId
 from console.tui.backend import Backend
 from console.tui.screens.base import ConsoleScreen
 from console.tui.views import ServerView
@@ -136,23 +136,29 @@ class DashboardScreen(ConsoleScreen):
     def _lines(self, server: ServerView | None) -> dict[str, list[Line]]:
         if server is None:
             # No server yet: the host's GPU load is still worth a chart.
-            every = tuple(f"gpu.{g.index}.util_pct" for g in self.backend.topology.gpus)
+            every = tuple(
+                SourceId.gpu(g.index).series("util_pct") for g in self.backend.topology.gpus
+            )
             lines: dict[str, list[Line]] = {chart_id: [] for chart_id, _, _ in CHARTS}
             lines["gpu"] = [Line(every, "util (all GPUs)")] if every else []
             return lines
-        prefix = f"server.{server.id}"
+        source = SourceId.server(server.id)
 
         def one(name: str, label: str, scale: float = 1.0) -> Line:
-            return Line((f"{prefix}.{name}",), label, scale)
+            return Line((source.series(name),), label, scale)
 
         gpus = server.gpus or tuple(g.index for g in self.backend.topology.gpus)
-        gpu_lines = [Line(tuple(f"gpu.{g}.util_pct" for g in gpus), "util")]
+
+        def every_gpu(name: str) -> tuple[str, ...]:
+            return tuple(SourceId.gpu(g).series(name) for g in gpus)
+
+        gpu_lines = [Line(every_gpu("util_pct"), "util")]
         link = self._link_capacity(gpus)
         if link:
             scale = 100 / link
             gpu_lines += [
-                Line(tuple(f"gpu.{g}.pcie_rx_bytes_s" for g in gpus), "PCIe rx", scale),
-                Line(tuple(f"gpu.{g}.pcie_tx_bytes_s" for g in gpus), "PCIe tx", scale),
+                Line(every_gpu("pcie_rx_bytes_s"), "PCIe rx", scale),
+                Line(every_gpu("pcie_tx_bytes_s"), "PCIe tx", scale),
             ]
         return {
             "tok": [one("decode_tok_s", "tok/s")],
@@ -166,7 +172,7 @@ class DashboardScreen(ConsoleScreen):
     def _link_capacity(self, gpus: tuple[int, ...]) -> float | None:
         """The current PCIe link's one-way capacity of the first GPU (they share a design)."""
         for gpu in gpus:
-            sample = self.backend.store.latest(f"gpu:{gpu}")
-            if isinstance(sample, GpuSample):
+            sample = self.backend.store.gpu(gpu)
+            if sample is not None:
                 return pcie_link_bytes_s(sample.pcie_gen_current, sample.pcie_width_current)
         return None

@@ -7,7 +7,6 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 
 from console.core.units import format_bytes, format_index_set, format_rate_bytes
-from console.telemetry.samples import GpuSample, HostSample
 from console.topology.model import Topology
 from console.tui.screens.base import ConsoleScreen
 from console.tui.views import ServerView
@@ -85,8 +84,7 @@ class TopologyScreen(ConsoleScreen):
         columns.append(Column("SERVER", None))
         rows: list[list[Text | str]] = []
         for gpu in topo.gpus:
-            sample = store.latest(f"gpu:{gpu.index}")
-            live = sample if isinstance(sample, GpuSample) else None
+            live = store.gpu(gpu.index)
             gen = live.pcie_gen_current if live else gpu.pcie_gen_current
             lanes = live.pcie_width_current if live else gpu.pcie_width_current
             peak = f"G{gpu.pcie_gen_max or '?'}x{gpu.pcie_width_max or '?'}"
@@ -121,8 +119,8 @@ class TopologyScreen(ConsoleScreen):
         live = [s for s in servers if s.live]
         if not live:
             return [title, Text("no live servers", style="dim")]
-        host = self.backend.store.latest("host")
-        actual = {b.server_id: b for b in host.bindings} if isinstance(host, HostSample) else {}
+        host = self.backend.store.host()
+        actual = {b.server_id: b for b in host.bindings} if host is not None else {}
         rows: list[list[Text | str]] = []
         for server in live:
             if server.external:

@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from rich.text import Text
 
 from console.core.units import format_index_set, format_rate_bytes
-from console.telemetry.samples import GpuSample, HostSample, SourceState, SourceStatus
+from console.telemetry.keys import SourceId
+from console.telemetry.samples import GpuSample, SourceState, SourceStatus
 from console.telemetry.store import TimeSeriesStore
 from console.topology.model import Topology
 from console.tui.views import ServerView
@@ -69,8 +70,8 @@ class GpuTable(Pane):
         columns = [c for c in COLUMNS if width >= c.min_terminal]
         widths = layout(columns, width)
         owners = {gpu: s.id for s in servers if s.live for gpu in s.gpus}
-        host = store.latest("host")
-        node_cpu = {n.node: n.cpu_pct for n in host.numa} if isinstance(host, HostSample) else {}
+        host = store.host()
+        node_cpu = {n.node: n.cpu_pct for n in host.numa} if host is not None else {}
         statuses = store.statuses()
         by_node: dict[int | None, list[int]] = {}
         for gpu in topology.gpus:
@@ -104,14 +105,14 @@ class GpuTable(Pane):
     def _cells(
         self,
         store: TimeSeriesStore,
-        statuses: Mapping[str, SourceStatus],
+        statuses: Mapping[SourceId, SourceStatus],
         index: int,
         owners: dict[int, str],
         columns: list[Column],
     ) -> list[Text | str]:
-        sample = store.latest(f"gpu:{index}")
-        status = statuses.get(f"gpu:{index}")
-        if not isinstance(sample, GpuSample):
+        sample = store.gpu(index)
+        status = statuses.get(SourceId.gpu(index))
+        if sample is None:
             reason = (status.reason if status is not None else None) or "no reading"
             blank: list[Text | str] = [""] * (len(columns) - 2)
             return [str(index), Text(reason, style="dim"), *blank]

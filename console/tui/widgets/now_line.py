@@ -17,7 +17,7 @@ def now_line(store: TimeSeriesStore, server: ServerView | None, width: int = 200
     """One line, or more where the terminal is narrow (fields never split)."""
     if server is None:
         return Text("")
-    sample = store.latest(f"server:{server.id}")
+    sample = store.server(server.id)
     text = Text.assemble(("now ", "bold"), (server.id, "bold cyan"), "  ")
     if not isinstance(sample, ServerSample):
         text.append("no metrics yet", style="dim")

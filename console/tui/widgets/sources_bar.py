@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from console.core.units import format_bytes
-from console.telemetry.samples import CostSample, SourceState
+from console.telemetry.samples import SourceState
 from console.telemetry.store import TimeSeriesStore
 from console.tui.widgets.pane import Pane
 
@@ -22,13 +22,13 @@ class SourcesBar(Pane):
     def show(self, store: TimeSeriesStore) -> None:
         statuses = store.statuses()
         text = Text("sources ", style="bold")
-        per_gpu = [s for name, s in statuses.items() if name.startswith("gpu:")]
+        per_gpu = [s for name, s in statuses.items() if name.index is not None]
         bad_gpus = [s for s in per_gpu if s.state is not SourceState.OK]
         items: list[Text] = []
         for name, status in sorted(statuses.items()):
-            if name.startswith("gpu:"):
+            if name.index is not None:
                 continue
-            label = name.removeprefix("server:")
+            label = name.name if name.kind == "server" else str(name)
             item = Text(f"{label} ", style="")
             item.append(status.state.value, style=STATE_STYLES.get(status.state, ""))
             if status.state is not SourceState.OK and status.reason:
@@ -47,8 +47,8 @@ class SourcesBar(Pane):
             if index:
                 text.append(" · ", style="dim")
             text.append_text(item)
-        cost = store.latest("console")
-        if isinstance(cost, CostSample):
+        cost = store.cost()
+        if cost is not None:
             text.append("   console ", style="bold")
             cpu = "-" if cost.cpu_pct is None else f"{cost.cpu_pct:.1f}% CPU"
             text.append(f"{cpu} {format_bytes(cost.rss_bytes, 0)}")
