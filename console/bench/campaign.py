@@ -26,7 +26,6 @@ from console.bench.listing import Progress
 from console.bench.recorder import TelemetryRecorder
 from console.bench.results import (
     CellMeta,
-    Counters,
     JsonDict,
     LevelRecord,
     LevelSummary,
@@ -400,8 +399,8 @@ class CampaignRunner:
             ended_wall=outcome.ended_wall,
             wall_s=outcome.wall_s,
             time_scale=target.time_scale,
-            counters_before=Counters.from_json(outcome.counters_before),
-            counters_after=Counters.from_json(outcome.counters_after),
+            counters_before=outcome.counters_before,
+            counters_after=outcome.counters_after,
             status=status,
             error=failure,
             flush_error=outcome.flush_error,

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from console.bench.client import Endpoint, RequestResult, run_request
-from console.bench.results import JsonDict
+from console.bench.results import Counters, JsonDict
 from console.bench.workload import Prompt, Workload
 from console.core.auth import bearer_from_env
 from console.telemetry.prometheus import MetricsParseError, parse
@@ -84,30 +84,32 @@ class LevelOutcome:
     wall_s: float
     """Real seconds from the first send to the last completion."""
     results: list[RequestResult]
-    counters_before: dict[str, float | None]
-    counters_after: dict[str, float | None]
+    counters_before: Counters | None
+    """None when /metrics could not be read (then acceptance comes from the requests)."""
+    counters_after: Counters | None
     interrupted: bool = False
     flush_error: str | None = None
     """Why the level's /flush_cache failed (None: not asked for, or flushed)."""
 
 
-async def read_counters(client: httpx.AsyncClient, url: str) -> dict[str, float | None]:
-    """The counters acceptance and throughput are computed from, and the live gauge."""
+async def read_counters(client: httpx.AsyncClient, url: str) -> Counters | None:
+    """The counters acceptance and throughput are computed from, and the live gauge; None
+    when /metrics does not answer with them."""
     try:
         response = await client.get(f"{url}/metrics", timeout=10)
         snapshot = parse(response.text, COUNTER_NAMES) if response.status_code == 200 else None
     except (httpx.HTTPError, MetricsParseError):
         snapshot = None
     if snapshot is None:
-        return {}
+        return None
     gauges = [v for v in snapshot.values("sglang:spec_accept_length") if v > 0]
-    return {
-        "spec_verify_calls": snapshot.total("sglang:spec_verify_calls_total"),
-        "generation_tokens": snapshot.total("sglang:generation_tokens_total"),
-        "decode_tokens": snapshot.total("sglang:realtime_tokens_total", mode="decode"),
-        "requests": snapshot.total("sglang:num_requests_total"),
-        "accept_length_gauge": sum(gauges) / len(gauges) if gauges else None,
-    }
+    return Counters(
+        spec_verify_calls=snapshot.total("sglang:spec_verify_calls_total"),
+        generation_tokens=snapshot.total("sglang:generation_tokens_total"),
+        decode_tokens=snapshot.total("sglang:realtime_tokens_total", mode="decode"),
+        requests=snapshot.total("sglang:num_requests_total"),
+        accept_length_gauge=sum(gauges) / len(gauges) if gauges else None,
+    )
 
 
 async def flush_cache(client: httpx.AsyncClient, target: Target) -> str | None:
