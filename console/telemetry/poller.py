@@ -20,7 +20,7 @@ from console.telemetry.samples import (
     HostSample,
     SourceState,
     SourceStatus,
-    numeric_fields,
+    series_values,
 )
 from console.telemetry.source import PollResult, Source
 from console.telemetry.store import TimeSeriesStore
@@ -34,7 +34,7 @@ def write_result(store: TimeSeriesStore, result: PollResult) -> None:
     """Put one poll's samples and statuses into the store (the poller's only write path)."""
     for sample in result.samples:
         source = sample.source
-        for name, value in numeric_fields(sample).items():
+        for name, value in series_values(sample).items():
             store.append(source.series(name), sample.t_mono, value)
         if isinstance(sample, HostSample):
             for node in sample.numa:

@@ -6,9 +6,9 @@ keyword-only: a field added anywhere cannot shift the others' values at a constr
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, ClassVar
 
 from console.telemetry.keys import SourceId
 
@@ -44,6 +44,16 @@ class SourceStatus:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GpuSample:
+    SERIES: ClassVar[tuple[str, ...]] = (
+        "util_pct",
+        "mem_used_bytes",
+        "power_w",
+        "pcie_rx_bytes_s",
+        "pcie_tx_bytes_s",
+    )
+    """The fields charted over time (the dashboard, snapshots' history); the rest, static
+    facts among them, are read from the latest sample."""
+
     t_mono: float
     source: SourceId
     index: int
@@ -94,6 +104,9 @@ class Binding:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HostSample:
+    SERIES: ClassVar[tuple[str, ...]] = ("cpu_pct",)
+    """Charted over time, with each NUMA node's CPU share (kept by the poller)."""
+
     t_mono: float
     source: SourceId
     cpu_pct: float | None
@@ -108,6 +121,18 @@ class HostSample:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ServerSample:
+    SERIES: ClassVar[tuple[str, ...]] = (
+        "decode_tok_s",
+        "accept_length",
+        "running",
+        "queued",
+        "ttft_p50_s",
+        "ttft_p99_s",
+        "itl_p50_s",
+        "itl_p99_s",
+    )
+    """The fields charted over time (the dashboard, snapshots' history)."""
+
     t_mono: float
     source: SourceId
     server_id: str
@@ -134,6 +159,9 @@ class ServerSample:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CostSample:
+    SERIES: ClassVar[tuple[str, ...]] = ("cpu_pct", "rss_bytes")
+    """Charted over time, with each source's poll time (kept by the poller)."""
+
     t_mono: float
     source: SourceId
     cpu_pct: float | None
@@ -147,15 +175,14 @@ Sample = GpuSample | HostSample | ServerSample | CostSample
 NUMERIC = (int, float)
 
 
-def numeric_fields(sample: Any) -> dict[str, float]:
-    """The numeric fields of a sample (its series in the store); None stays None-free."""
+def series_values(sample: Sample) -> dict[str, float]:
+    """The values of a sample's SERIES fields, the ones the store keeps as time series; a
+    field without a value adds no point."""
     out = {}
-    for item in fields(sample):
-        if item.name in ("t_mono", "index"):
-            continue
-        value = getattr(sample, item.name)
+    for name in sample.SERIES:
+        value = getattr(sample, name)
         if isinstance(value, NUMERIC) and not isinstance(value, bool):
-            out[item.name] = float(value)
+            out[name] = float(value)
     return out
 
 

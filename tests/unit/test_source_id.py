@@ -175,6 +175,22 @@ def test_the_id_round_trips_through_the_store() -> None:
     assert store.window(SourceId.gpu(0).series("util_pct")).values == (11.0, 12.0)
 
 
+def test_only_charted_fields_become_series() -> None:
+    """Static facts (memory total, power limit, link maxima) are read from the latest
+    sample: a ring of 3600 slots each would hold the same number."""
+    store = TimeSeriesStore(8)
+    write_result(store, poll(1.0))
+    assert store.keys("gpu.0.") == sorted(SourceId.gpu(0).series(f) for f in GpuSample.SERIES)
+    assert store.window("gpu.0.mem_total_bytes").times == ()
+    assert store.keys("host.") == ["host.cpu_pct", "host.numa.0.cpu_pct", "host.numa.1.cpu_pct"]
+    # A field without a value adds no point (accept_length is set, ttft is not).
+    server_keys = store.keys(SourceId.server("ext-4242").series(""))
+    assert server_keys == sorted(
+        SourceId.server("ext-4242").series(f)
+        for f in ("decode_tok_s", "running", "queued", "accept_length")
+    )
+
+
 def test_the_id_round_trips_through_a_recording(tmp_path: Path) -> None:
     path = tmp_path / "ids.ddrec.gz"
     writer = RecordingWriter(path, header(demo=True, topology={}, interval_s=1.0, t0_mono=100.0))
