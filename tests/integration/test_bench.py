@@ -104,13 +104,15 @@ def test_demo_campaign_reproduces_the_reference_table(free_port_profiles: dict[s
     for name in (
         "run.json",
         "requests.jsonl",
-        "telemetry.jsonl",
+        "telemetry-1.ddrec.gz",
         "levels.jsonl",
         "summary.json",
         "summary.csv",
         "summary.md",
     ):
         assert (run / name).exists(), name
+    # Telemetry is kept in the recording format only (one file per cell's recorder).
+    assert not (run / "telemetry.jsonl").exists()
     lines = (run / "requests.jsonl").read_text().splitlines()
     assert len(lines) == 4 * 16
     fingerprint = json.loads((run / "run.json").read_text())
