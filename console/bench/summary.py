@@ -280,6 +280,9 @@ def write_summaries(run: RunDir, summary: RunSummary | None = None) -> RunSummar
 # that asks every second gets the same object back without reading a file.
 _LOADED: dict[Path, tuple[tuple[int, ...], RunSummary]] = {}
 _LOADED_LOCK = threading.Lock()
+# One loader per run at a time: screens ask from worker threads, and two threads that both
+# found the cache stale would both rebuild it.
+_RUN_LOCKS: dict[Path, threading.Lock] = {}
 
 
 def _sources_signature(path: Path) -> tuple[int, ...] | None:
@@ -319,6 +322,13 @@ def load_summary(run: RunDir) -> RunSummary:
     live campaign owns the run: it writes its own after every level). Raises ConsoleError
     for a run whose run.json cannot be read.
     """
+    with _LOADED_LOCK:
+        lock = _RUN_LOCKS.setdefault(run.path, threading.Lock())
+    with lock:
+        return _load(run)
+
+
+def _load(run: RunDir) -> RunSummary:
     signature = _sources_signature(run.path)
     if signature is None:
         return summarize_run(run)  # raises the run's own "unreadable" error
