@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
@@ -17,6 +18,7 @@ from console.telemetry.recording import SUFFIX, read_recording
 from console.tui.app import ConsoleApp
 from console.tui.replay import ReplayBackend
 from console.tui.screens.runs import RunsScreen
+from tests.conftest import CliResult
 from tests.tui.conftest import settle, until
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "runs"
@@ -30,7 +32,9 @@ def shown_text(app: ConsoleApp) -> str:
     return console.export_text()
 
 
-async def test_a_replay_shows_the_recorded_runs_after_their_folders_are_gone(tmp_path: Path):
+async def test_a_replay_shows_the_recorded_runs_after_their_folders_are_gone(
+    tmp_path: Path, cli: Callable[..., CliResult]
+):
     services = Services.create(demo=True)
     services.state.runs.mkdir(parents=True, exist_ok=True)
     for run_id in (BUDGETS, RECHECK):
@@ -54,7 +58,8 @@ async def test_a_replay_shows_the_recorded_runs_after_their_folders_are_gone(tmp
     meta = services.state.runs / RECHECK / "run.json"
     meta.write_text(json.dumps({**json.loads(meta.read_text()), "name": "renamed-later"}))
 
-    recording = read_recording(next((tmp_path / "recordings").glob(f"*{SUFFIX}")))
+    path = next((tmp_path / "recordings").glob(f"*{SUFFIX}"))
+    recording = read_recording(path)
     kinds = [frame.kind for frame in recording.frames]
     assert kinds.count("run_summary") == 2
     replay = ReplayBackend(recording, runs_root=services.state.runs, playing=False)
@@ -86,3 +91,14 @@ async def test_a_replay_shows_the_recorded_runs_after_their_folders_are_gone(tmp
         text = shown_text(app)
         assert "qwen-b15-recheck" in text
         assert "renamed-later" not in text
+
+    # A snapshot of the recording reports the newest run as recorded.
+    out = tmp_path / "snapshot"
+    result = cli(
+        "snapshot", "--from-recording", str(path), "--format", "json,md", "--out", str(out)
+    )
+    assert result.code == 0, result.err
+    latest = json.loads((out / "snapshot.json").read_text())["latest_run"]
+    assert latest["run_id"] == RECHECK
+    assert latest["name"] == "qwen-b15-recheck"
+    assert "qwen-b15-recheck" in (out / "snapshot.md").read_text()
