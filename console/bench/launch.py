@@ -114,6 +114,7 @@ def detach(run: RunDir) -> Detached:
     Its output goes to the run's `console.log`. ConsoleError when it exits before claiming,
     with the log's last line."""
     command = [sys.executable, "-m", "console", RUNNER_VERB, str(run.path)]
+    attempts_before = len(run.meta().get("attempts", []))
     log_path = run.path / "console.log"
     with log_path.open("ab") as log:
         process = subprocess.Popen(
@@ -127,11 +128,13 @@ def detach(run: RunDir) -> Detached:
     deadline = time.monotonic() + CLAIM_TIMEOUT_S
     while run.owner_alive() is None and time.monotonic() < deadline:
         if process.poll() is not None and run.owner_alive() is None:
-            if run.meta().get("status") != "created":
-                break  # it ran to its end already
+            meta = run.meta()
+            if len(meta.get("attempts", [])) > attempts_before:
+                break  # it claimed the run and ran to its end already
             lines = log_path.read_text(errors="replace").strip().splitlines()
             last = lines[-1].removeprefix("ddconsole: error: ") if lines else "no output"
-            raise ConsoleError(f"run {run.run_id} stopped at once: {last} (log: {log_path})")
+            reason = meta.get("error") or last
+            raise ConsoleError(f"run {run.run_id} did not start: {reason} (log: {log_path})")
         time.sleep(0.05)
     # A long-lived caller (the TUI) reaps the runner when it ends, leaving no zombie.
     threading.Thread(target=process.wait, name=f"reap-{run.run_id}", daemon=True).start()

@@ -158,7 +158,7 @@ def _run_request(args: argparse.Namespace) -> int:
     from console.bench.launch import stored_demo, stored_request
     from console.bench.rundir import RunDir
     from console.cli.services import Services
-    from console.core.errors import UsageError
+    from console.core.errors import ConsoleError, UsageError
 
     if not (args.run_dir / "run.json").is_file():
         raise UsageError(f"{args.run_dir} is not a run folder (no run.json)")
@@ -166,11 +166,17 @@ def _run_request(args: argparse.Namespace) -> int:
     owner = run.owner_alive()
     if owner is not None:
         raise UsageError(f"run {run.run_id} is still running (pid {owner})")
-    request = stored_request(run)
-    services = Services.create(demo=stored_demo(run))
-    if "fingerprint" not in run.meta():
-        run.update_meta(fingerprint=rc.fingerprint(services))
+    try:
+        request = stored_request(run)
+        services = Services.create(demo=stored_demo(run))
+        if "fingerprint" not in run.meta():
+            run.update_meta(fingerprint=rc.fingerprint(services))
+        runner = build_runner(args, services, run, request)
+    except ConsoleError as exc:
+        # A run that never started says why in its own folder (`runs list`, the TUI).
+        if run.meta().get("status") == "created":
+            run.update_meta(status="failed", error=exc.message)
+        raise
     rc.say(args, f"run {run.run_id} -> {run.path}")
-    return run_in_process(
-        args, services, run, request, resume_hint=resume_hint(services, run, request)
-    )
+    status = rc.execute(args, runner)
+    return rc.finish(args, run, status, resume_hint(services, run, request))

@@ -156,3 +156,22 @@ def test_a_refused_request_makes_no_run(temp_dir: Path) -> None:
     with pytest.raises(ActionRefused, match="tp9"):
         backend.start_campaign(bad)
     assert not backend.runs_root.exists() or list(backend.runs_root.iterdir()) == []
+
+
+def test_a_run_that_cannot_start_says_why_in_its_folder(tmp_path: Path) -> None:
+    """The server went away between the request and its runner: detach reports the
+    runner's reason, and the run is marked failed with it (not left 'created')."""
+    from console.bench.launch import create_run, detach
+    from console.core.errors import ConsoleError
+
+    run = create_run(
+        BenchRequest(server_id="gone-1", concurrency=(1,), requests=1),
+        runs_root=tmp_path / "runs",
+        name="gone",
+        demo=True,
+    )
+    with pytest.raises(ConsoleError, match="no server 'gone-1'"):
+        detach(run)
+    meta = run.meta()
+    assert meta["status"] == "failed"
+    assert "no server 'gone-1'" in meta["error"]
