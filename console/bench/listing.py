@@ -8,6 +8,7 @@ being looked at. `DiskRuns` serves both to a front end (the live TUI backend, sn
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -149,12 +150,19 @@ def _progress(path: Path) -> Progress | None:
 # asks for the running runs every few seconds, and a results folder can hold hundreds.
 _ENDED_ROWS: dict[Path, tuple[tuple[int, int], RunRow]] = {}
 ENDED_STATUSES = ("done", "failed", "interrupted")
+_ENDED_LOCK = threading.Lock()
 
 
 def list_runs(root: Path) -> list[RunRow]:
     """Every run under root, oldest first (run ids start with their creation time)."""
     if not root.is_dir():
         return []
+    # The recorder (event loop) and the screens (worker threads) list at the same time.
+    with _ENDED_LOCK:
+        return _list_runs(root)
+
+
+def _list_runs(root: Path) -> list[RunRow]:
     rows = []
     for path in sorted(root.iterdir()):
         try:

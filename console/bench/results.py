@@ -432,6 +432,17 @@ class LevelSummary:
         )
 
 
+# A field whose annotation has no reader would fail only when a summary.json is read back;
+# fail at import instead, where the developer adding it sees it.
+_UNREAD = [
+    f.name
+    for f in fields(LevelSummary)
+    if f.init and f.type != "Stats" and str(f.type) not in _READERS
+]
+if _UNREAD:
+    raise TypeError(f"LevelSummary fields with no JSON reader for their annotation: {_UNREAD}")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CellSummary:
     """One cell (one server: profile x layout x variant, or a given URL) and its levels."""

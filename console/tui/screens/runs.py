@@ -97,13 +97,13 @@ class RunsScreen(ConsoleScreen):
             if selected in ids:
                 table.move_cursor(row=ids.index(selected))
         if not rows:
-            self.query_one("#detail-text", Static).update(
-                Text(
-                    f"no runs in {self.backend.runs_root} yet: b for Bench, then D for the "
-                    "demo campaign or g to benchmark a ready server",
-                    style="dim",
-                )
+            empty = (
+                "no runs in this recording"
+                if self.backend.replay is not None
+                else f"no runs in {self.backend.runs_root} yet: b for Bench, then D for the "
+                "demo campaign or g to benchmark a ready server"
             )
+            self.query_one("#detail-text", Static).update(Text(empty, style="dim"))
             return
         current = self.selected_id()
         if self.comparing:
