@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from console.cli.render import print_json, table
+
+if TYPE_CHECKING:
+    from console.server.monitor import Monitor
 
 
 def register(verbs: Any, common: argparse.ArgumentParser) -> None:
@@ -60,7 +63,7 @@ def _metrics(args: argparse.Namespace) -> int:
     return asyncio.run(_watch(monitor, args))
 
 
-async def _once(monitor: Any, args: argparse.Namespace) -> int:
+async def _once(monitor: Monitor, args: argparse.Namespace) -> int:
     from console.server.monitor import reading
 
     try:
@@ -204,7 +207,7 @@ def _print_reading(data: dict[str, Any]) -> None:
         print(f"\nconsole: {_fmt(console['cpu_pct'], '.1f', suffix='%')} of one core")
 
 
-async def _watch(monitor: Any, args: argparse.Namespace) -> int:
+async def _watch(monitor: Monitor, args: argparse.Namespace) -> int:
     from console.server.monitor import reading
 
     await monitor.start()
