@@ -76,6 +76,16 @@ class GpuSample:
     throttle_reasons: tuple[str, ...] | None
     numa_node: int | None
 
+    @property
+    def link_narrowed(self) -> bool:
+        """The PCIe link runs on fewer lanes than it has now (a generation drop at idle is
+        normal power saving, not this)."""
+        return (
+            self.pcie_width_current is not None
+            and self.pcie_width_max is not None
+            and self.pcie_width_current < self.pcie_width_max
+        )
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NumaLoad:

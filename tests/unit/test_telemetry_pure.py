@@ -18,6 +18,7 @@ from console.telemetry.samples import (
     SourceStatus,
 )
 from console.telemetry.store import TimeSeriesStore
+from tests.unit.test_source_id import gpu as gpu_sample
 
 TEXT = """# HELP sglang:realtime_tokens_total Tokens.
 # TYPE sglang:realtime_tokens_total counter
@@ -189,3 +190,12 @@ def test_cell_algorithm_from_server_info():
     assert meta_from_server_info({"speculative_algorithm": None}).algorithm == "off"
     assert meta_from_server_info({"speculative_algorithm": "EAGLE"}).algorithm == "EAGLE"
     assert meta_from_server_info({"tp_size": 2}).algorithm is None
+
+
+def test_a_link_is_narrowed_only_when_lanes_are_missing():
+    full = gpu_sample(0.0, 0, 50.0)
+    assert not full.link_narrowed
+    assert dataclasses.replace(full, pcie_width_current=8).link_narrowed
+    # Generation 1 at idle is power saving, not a narrowed link.
+    assert not dataclasses.replace(full, pcie_gen_current=1).link_narrowed
+    assert not dataclasses.replace(full, pcie_width_current=None).link_narrowed

@@ -90,7 +90,8 @@ class TopologyScreen(ConsoleScreen):
             peak = f"G{gpu.pcie_gen_max or '?'}x{gpu.pcie_width_max or '?'}"
             link = Text(
                 f"G{gen or '?'}x{lanes or '?'}/{peak}",
-                style="yellow" if gpu.link_downtrained else "",
+                # The live reading when there is one: a link can retrain after discovery.
+                style="yellow" if (live.link_narrowed if live else gpu.link_downtrained) else "",
             )
             row: list[Text | str] = [str(gpu.index)]
             row += [

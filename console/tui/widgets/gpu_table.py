@@ -50,12 +50,7 @@ def _mem(sample: GpuSample) -> str:
 def _link(sample: GpuSample) -> Text:
     now = f"G{sample.pcie_gen_current or '?'}x{sample.pcie_width_current or '?'}"
     peak = f"G{sample.pcie_gen_max or '?'}x{sample.pcie_width_max or '?'}"
-    narrowed = (
-        sample.pcie_width_current is not None
-        and sample.pcie_width_max is not None
-        and sample.pcie_width_current < sample.pcie_width_max
-    )
-    return Text(f"{now}/{peak}", style="yellow" if narrowed else "")
+    return Text(f"{now}/{peak}", style="yellow" if sample.link_narrowed else "")
 
 
 class GpuTable(Pane):
