@@ -51,7 +51,8 @@ class Target:
 
 
 def admin_headers(
-    plan: dict[str, Any] | None, environ: Mapping[str, str] | None = None
+    plan: dict[str, Any] | None,  # a server plan's JSON (its admin key variable), not run data
+    environ: Mapping[str, str] | None = None,
 ) -> dict[str, str] | None:
     """The admin key's Authorization header, read from the variable the plan names."""
     name = (plan or {}).get("admin_api_key_env")

@@ -2,7 +2,8 @@
 
 `run.json` (what was asked, the fingerprint, the cells), `levels.jsonl` (one line per finished
 level, with the server counters before and after), `requests.jsonl` (one line per finished
-request), `telemetry.jsonl` (samples), and `summary.json|csv|md` rebuilt from those after every
+request), `telemetry-N.ddrec.gz` (each cell's samples in the recording format; older runs
+kept `telemetry.jsonl`), and `summary.json|csv|md` rebuilt from those after every
 level. A kill loses at most the requests in flight.
 """
 

@@ -34,7 +34,7 @@ class PlanCheck:
     def ok(self) -> bool:
         return not self.problems and self.error is None and self.placement_error is None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:  # a flag check's --json output, not run data
         return {
             "profile": self.profile,
             "layout": self.layout,

@@ -86,7 +86,7 @@ def _fmt(value: Any, spec: str, scale: float = 1.0, suffix: str = "") -> str:
     return f"{value * scale:{spec}}{suffix}"
 
 
-def _print_reading(data: dict[str, Any]) -> None:
+def _print_reading(data: dict[str, Any]) -> None:  # a metrics reading's JSON, not run data
     from console.core.units import format_bytes, format_rate_bytes
 
     gpus = data["gpus"]
@@ -229,7 +229,7 @@ async def _watch(monitor: Monitor, args: argparse.Namespace) -> int:
         await monitor.stop()
 
 
-def _line(data: dict[str, Any]) -> str:
+def _line(data: dict[str, Any]) -> str:  # a metrics reading's JSON, not run data
     parts = [time.strftime("%H:%M:%S")]
     utils = [g["util_pct"] for g in data["gpus"] if g.get("util_pct") is not None]
     if utils:

@@ -95,7 +95,7 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _entry_json(entry: Any) -> dict[str, Any]:
+def _entry_json(entry: Any) -> dict[str, Any]:  # a profile listing's --json, not run data
     data: dict[str, Any] = {
         "name": entry.name,
         "path": str(entry.path),

@@ -15,31 +15,22 @@ from typing import Any
 from console import __version__
 from console.bench.results import RunSummary
 from console.core.redact import redact_json, secret_values
+from console.telemetry.keys import SourceId
 from console.telemetry.reading import store_reading
+from console.telemetry.samples import GpuSample, HostSample, ServerSample
 from console.telemetry.store import TimeSeriesStore
 
 SCHEMA_VERSION = 1
 HISTORY_S = 300.0
-SERVER_SERIES = (
-    "decode_tok_s",
-    "accept_length",
-    "running",
-    "queued",
-    "ttft_p50_s",
-    "ttft_p99_s",
-    "itl_p50_s",
-    "itl_p99_s",
-)
-GPU_SERIES = ("util_pct", "mem_used_bytes", "power_w", "pcie_rx_bytes_s", "pcie_tx_bytes_s")
 
 
 def history(
     store: TimeSeriesStore, now: float, seconds: float, server_ids: list[str], gpus: list[int]
 ) -> dict[str, Any]:
     """`{series key: [[seconds before now, value], ...]}` over the last `seconds`."""
-    keys = [f"server.{s}.{name}" for s in server_ids for name in SERVER_SERIES]
-    keys += [f"gpu.{g}.{name}" for g in gpus for name in GPU_SERIES]
-    keys += ["host.cpu_pct"]
+    keys = [SourceId.server(s).series(n) for s in server_ids for n in ServerSample.SERIES]
+    keys += [SourceId.gpu(g).series(n) for g in gpus for n in GpuSample.SERIES]
+    keys += [SourceId.HOST.series(n) for n in HostSample.SERIES]
     out: dict[str, Any] = {}
     for key in keys:
         window = store.window(key, now - seconds)

@@ -14,10 +14,10 @@ hung external server delays a managed server's state change.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Sequence
 from typing import Protocol
 
+from console.core.auth import env_key
 from console.hw.backend import GpuBackend
 from console.server.external import ExternalScanner
 from console.server.manager import ServerManager
@@ -167,7 +167,7 @@ class Monitor:
             wanted.add(source)
             if source not in self.poller.sources:
                 plan = status.record.plan
-                key = os.environ.get(plan.api_key_env) if plan.api_key_env else None
+                key = env_key(plan.api_key_env)
                 self.hub.track(source, status.record.url, api_key=key)
         # An external server's /metrics only where its port is known and its own (not held
         # by a managed server, another external or another process).

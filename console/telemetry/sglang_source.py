@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from console.core.auth import bearer
 from console.telemetry.derive import counter_rate, histogram_delta, quantile
 from console.telemetry.keys import SourceId
 from console.telemetry.prometheus import (
@@ -118,7 +119,7 @@ class SglangSource:
         self.interval_s = interval_s
         self.window_s = window_s
         self.info_every = max(1, info_every)
-        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.headers = bearer(api_key)
         self.server_info: dict[str, Any] | None = None
         self.scale = 1.0
         self._ticks = SglangSource._instances % HISTOGRAM_EVERY

@@ -65,17 +65,11 @@ class StaticBackend(ReadOnlyActions):
     def servers(self) -> list[ServerView]:
         return list(self._servers)
 
-    def events(self) -> list[str]:
-        return []
-
     def runs(self) -> list[RunRow]:
         return list(self._runs)
 
     def run_summary(self, run_id: str) -> RunSummary | None:
         return self._summaries.get(run_id)
-
-    def log_path(self, server_id: str) -> str | None:
-        return None
 
 
 async def render_svg_async(

@@ -140,7 +140,6 @@ class ReplayBackend(ReadOnlyActions):
         self._applied = 0
         self._servers: list[dict[str, Any]] = []  # recorded status JSON, not run data
         self._servers_t = 0.0
-        self._events: list[str] = []
         self._runs: list[RunRow] = []
         self._summaries: dict[str, RunSummary] = {}
         self._version = 0
@@ -153,7 +152,6 @@ class ReplayBackend(ReadOnlyActions):
         self.store = TimeSeriesStore(self.store.capacity)
         self._applied = 0
         self._servers = []
-        self._events = []
         self._runs = []
         self._summaries = {}
 
@@ -170,8 +168,6 @@ class ReplayBackend(ReadOnlyActions):
             elif frame.kind == "servers":
                 self._servers = list(frame.data.get("v") or [])
                 self._servers_t = frame.t
-            elif frame.kind == "event":
-                self._events = [*self._events, f"{frame.t:7.1f}s {frame.data.get('v')}"][-50:]
             elif frame.kind == "runs":
                 self._runs = _run_rows(frame.data.get("v"))
             elif frame.kind == "run_summary":
@@ -251,9 +247,6 @@ class ReplayBackend(ReadOnlyActions):
         """The server list as recorded at the position (status JSON with plans)."""
         return [dict(s) for s in self._servers]
 
-    def events(self) -> list[str]:
-        return list(self._events)
-
     def _apply_summary(self, data: JsonDict) -> None:
         try:
             summary = RunSummary.from_json(data.get("v"))
@@ -270,6 +263,3 @@ class ReplayBackend(ReadOnlyActions):
         """The summary the recording kept for the run, by the position; None if it kept
         none (a run still running then, or a recording that predates summaries)."""
         return self._summaries.get(run_id)
-
-    def log_path(self, server_id: str) -> str | None:
-        return next((s.log_path for s in self.servers() if s.id == server_id), None)
