@@ -229,45 +229,42 @@ class _Poll:
 
 def _polls(run_dir: Path) -> tuple[list[_Poll], str | None]:
     """Every poll the run kept, on the wall clock, in time order; why reading stopped short
-    (the first file's damage), if it did. Recordings when there are any, else the legacy
-    file."""
-    recordings = recording_paths(run_dir)
+    (the first file's damage), if it did. Both formats are read: a run begun before runs
+    kept recordings and resumed since has its first cells in the legacy file."""
     polls: list[_Poll] = []
     damage: str | None = None
-    if recordings:
-        for path in recordings:
-            try:
-                recording = read_recording(path)
-            except RecordingError as exc:
-                damage = damage or exc.message
-                continue
-            damage = damage or (f"{path.name}: {recording.damage}" if recording.damage else None)
-            # Decoded with t0 = the file's t0_wall, sample and status times come out as wall
-            # times.
-            wall = _rebased(recording, recording.t0_wall)
-            for frame in recording.frames:
-                if frame.kind == "poll":
-                    try:
-                        polls.append(_Poll(recording.t0_wall + frame.t, wall.poll_result(frame)))
-                    except (ValueError, KeyError, TypeError) as exc:
-                        damage = damage or f"{path.name}: unreadable frame at t={frame.t} ({exc})"
-                        break
-    else:
-        legacy = run_dir / LEGACY_NAME
-        if legacy.is_file():
-            rows, damage = _rows(legacy)
-            by_instant: dict[float, list[Sample]] = {}
-            for row in rows:
-                t = float(row["t_wall"])
-                sample = _legacy_sample(row, t)
-                if sample is not None:
-                    by_instant.setdefault(t, []).append(sample)
-            for t, samples in sorted(by_instant.items()):
-                statuses = [
-                    SourceStatus(name=s.source, state=SourceState.OK, last_ok_mono=t)
-                    for s in samples
-                ]
-                polls.append(_Poll(t, PollResult(samples, statuses)))
+    for path in recording_paths(run_dir):
+        try:
+            recording = read_recording(path)
+        except RecordingError as exc:
+            damage = damage or exc.message
+            continue
+        damage = damage or (f"{path.name}: {recording.damage}" if recording.damage else None)
+        # Decoded with t0 = the file's t0_wall, sample and status times come out as wall
+        # times.
+        wall = _rebased(recording, recording.t0_wall)
+        for frame in recording.frames:
+            if frame.kind == "poll":
+                try:
+                    polls.append(_Poll(recording.t0_wall + frame.t, wall.poll_result(frame)))
+                except (ValueError, KeyError, TypeError) as exc:
+                    damage = damage or f"{path.name}: unreadable frame at t={frame.t} ({exc})"
+                    break
+    legacy = run_dir / LEGACY_NAME
+    if legacy.is_file():
+        rows, legacy_damage = _rows(legacy)
+        damage = damage or legacy_damage
+        by_instant: dict[float, list[Sample]] = {}
+        for row in rows:
+            t = float(row["t_wall"])
+            sample = _legacy_sample(row, t)
+            if sample is not None:
+                by_instant.setdefault(t, []).append(sample)
+        for t, samples in sorted(by_instant.items()):
+            statuses = [
+                SourceStatus(name=s.source, state=SourceState.OK, last_ok_mono=t) for s in samples
+            ]
+            polls.append(_Poll(t, PollResult(samples, statuses)))
     polls.sort(key=lambda poll: poll.t_wall)
     return polls, damage
 
@@ -305,6 +302,16 @@ def _run_folder(path: Path) -> Path:
     return path.parent if is_telemetry_file(path) else path
 
 
+def _gpu_name(names: Any, index: int) -> str:
+    """GPU `index`'s name from a run fingerprint's `gpu_names`: "8x NVIDIA H200" names every
+    GPU; a mixed host's "2x A, 6x B" is counted by name, not index, so its GPUs are "GPU"."""
+    if isinstance(names, list) and index < len(names):
+        return str(names[index])
+    groups = names.split(", ") if isinstance(names, str) else []
+    count, sep, name = groups[0].partition("x ") if len(groups) == 1 else ("", "", "")
+    return name if sep and count.isdigit() else "GPU"
+
+
 def recording_from_run(run_dir: Path) -> Recording:
     """`run_dir` (or one of its telemetry files) as one recording; t=0 is the first poll."""
     folder = _run_folder(run_dir)
@@ -319,13 +326,12 @@ def recording_from_run(run_dir: Path) -> Recording:
     fingerprint: dict[str, Any] = found if isinstance(found, dict) else {}
     t0_wall = polls[0].t_wall if polls else 0.0
     gpus = sorted({s.index for p in polls for s in p.result.samples if isinstance(s, GpuSample)})
-    names = list(fingerprint.get("gpu_names") or [])
     topology = {
         "source": "run telemetry",
         "gpus": [
             {
                 "index": g,
-                "name": names[g] if g < len(names) else "GPU",
+                "name": _gpu_name(fingerprint.get("gpu_names"), g),
                 "numa_node": None,
                 "cpu_affinity": [],
                 "memory_total_bytes": None,

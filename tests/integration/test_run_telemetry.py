@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -202,3 +203,41 @@ def test_an_unwritable_run_folder_is_a_message_not_a_crash(tmp_path: Path) -> No
     assert writer.error is not None
     assert "cannot write telemetry" in writer.error
     assert run_gpu_readings(run_dir) == []
+
+
+def test_a_run_resumed_after_the_format_changed_reads_both_kinds(tmp_path: Path) -> None:
+    """Cells recorded in telemetry.jsonl before the change and a cell resumed since (a
+    recording beside it): every reading counts, in time order, and the replay has both."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(LEGACY_RUN, run_dir)
+    legacy = run_gpu_readings(run_dir)
+    assert legacy
+    writer = RunTelemetryWriter(run_dir, interval_s=1.0, note="resumed", demo=True)
+    now = time.monotonic()
+    for i in range(3):
+        writer.poll(now + i, poll(now + i))
+    writer.close()
+    assert recording_paths(run_dir)
+
+    both = run_gpu_readings(run_dir)
+    assert len(both) == len(legacy) + 3 * 2
+    assert [r.t_wall for r in both] == sorted(r.t_wall for r in both)
+    assert set(legacy) <= set(both)
+    replayed = recording_from_run(run_dir)
+    polls = [replayed.poll_result(f) for f in replayed.frames if f.kind == "poll"]
+    gpu_samples = [s for p in polls for s in p.samples if isinstance(s, GpuSample)]
+    assert len(gpu_samples) == len(both)
+
+
+def test_a_run_folder_replay_names_its_gpus(tmp_path: Path) -> None:
+    """The fingerprint's "8x NAME" names every GPU (not one character each)."""
+    replayed = recording_from_run(LEGACY_RUN)
+    names = {g["name"] for g in replayed.header["topology"]["gpus"]}
+    assert names == {"NVIDIA RTX PRO 6000 Blackwell Workstation Edition"}
+    mixed = tmp_path / "mixed"
+    shutil.copytree(LEGACY_RUN, mixed)
+    meta = json.loads((mixed / "run.json").read_text())
+    meta["fingerprint"]["gpu_names"] = "2x NVIDIA A100, 6x NVIDIA H200"
+    (mixed / "run.json").write_text(json.dumps(meta))
+    names = {g["name"] for g in recording_from_run(mixed).header["topology"]["gpus"]}
+    assert names == {"GPU"}
