@@ -14,12 +14,14 @@ from typing import Any
 
 from console.core.errors import PlacementError
 from console.core.net import port_is_free
+from console.core.redact import MASK
 from console.core.units import format_index_set
 from console.profiles.command import CommandSpec
 from console.profiles.models import NumaPolicy
 from console.topology.model import Topology
 
-REDACTED = "***"
+REDACTED = MASK
+"""Where a key would be in a plan's argv: the one redaction mark (core.redact) everywhere."""
 
 
 @dataclass(frozen=True)
