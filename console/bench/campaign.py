@@ -32,12 +32,14 @@ from console.bench.results import (
     RequestResult,
 )
 from console.bench.rundir import RunDir, RunWriteError
+from console.bench.runmeta import Attempt
 from console.bench.summary import write_summaries
 from console.bench.tables import fmt
 from console.bench.workload import Workload
 from console.core.errors import ServerStartFailed
 from console.core.redact import argv_secrets, field_secrets, redact_json
 from console.hw.backend import GpuBackend
+from console.topology.placement import Plan
 
 Event = Callable[[str], None]
 
@@ -50,8 +52,8 @@ class StartedServer:
     url: str
     headers: dict[str, str] = field(default_factory=dict)
     gpus: tuple[int, ...] = ()
-    plan: JsonDict | None = None
-    """The server's plan as `Plan.to_json()` writes it, kept verbatim in run.json."""
+    plan: Plan | None = None
+    """The plan the server was launched from (its JSON is kept in run.json's cell)."""
 
 
 class ServerHandle(Protocol):
@@ -70,7 +72,7 @@ class ServerHandle(Protocol):
     def gpus(self) -> tuple[int, ...]: ...
 
     @property
-    def plan(self) -> JsonDict | None: ...
+    def plan(self) -> Plan | None: ...
 
 
 class ServerControl(Protocol):
@@ -182,26 +184,26 @@ class CampaignRunner:
 
     # -- bookkeeping ---------------------------------------------------------------------
 
-    def _cell_meta(self, cell: CellPlan, **changes: Any) -> None:
+    def _cell_meta(self, cell: CellPlan, traits: CellTraits | None = None, **changes: Any) -> None:
+        """Record the cell in run.json (added on first sight), with the traits known and
+        `changes` (`CellMeta` fields) set."""
         meta = self.run.meta()
-        cells = meta.setdefault("cells", [])
-        entry = next((c for c in cells if c["cell_id"] == cell.cell_id), None)
+        entry = meta.cell(cell.cell_id)
         if entry is None:
-            entry = {
-                "cell_id": cell.cell_id,
-                "profile": cell.profile,
-                "layout": cell.layout,
-                "variant": cell.variant,
-                **cell.meta.to_json(),
-            }
-            cells.append(entry)
-        entry.update(changes)
-        self.run.write_meta(meta)
+            entry = cell.meta.apply(
+                CellMeta(
+                    cell_id=cell.cell_id,
+                    profile=cell.profile,
+                    layout=cell.layout,
+                    variant=cell.variant,
+                )
+            )
+        if traits is not None:
+            entry = traits.apply(entry)
+        self.run.write_meta(meta.with_cell(replace(entry, **changes)))
 
     def _cells_on_disk(self) -> list[CellMeta]:
-        return [
-            CellMeta.from_json(c) for c in self.run.meta().get("cells", []) if isinstance(c, dict)
-        ]
+        return list(self.run.meta().cells)
 
     def _finished_levels(self, cell: CellPlan) -> set[int]:
         return {
@@ -215,7 +217,7 @@ class CampaignRunner:
 
         self.run.write_text(
             "progress.json",
-            json.dumps({**self._progress.to_json(), "updated_wall": time.time()}),
+            json.dumps(replace(self._progress, updated_wall=time.time()).to_json()),
         )
 
     # -- running -------------------------------------------------------------------------
@@ -223,10 +225,10 @@ class CampaignRunner:
     async def run_all(self) -> str:
         """Run every unfinished cell; returns the run's final status."""
         self.run.claim()
-        attempts = list(self.run.meta().get("attempts", []))
+        attempts = self.run.meta().attempts
         self.attempt = len(attempts) + 1
-        attempts.append({"attempt": self.attempt, "pid": os.getpid(), "started_wall": time.time()})
-        self.run.update_meta(status="running", pid=os.getpid(), attempts=attempts)
+        started = Attempt(attempt=self.attempt, pid=os.getpid(), started_wall=time.time())
+        self.run.update_meta(status="running", pid=os.getpid(), attempts=(*attempts, started))
         await self._stop_leftovers()
         for cell in self.cells:
             self._cell_meta(cell)
@@ -311,16 +313,17 @@ class CampaignRunner:
                 admin_headers(server.plan),
             )
             derived = meta_from_plan(server.plan) if server.plan else meta_from_server_info(info)
-            self._cell_meta(cell, **derived.to_json())
+            version = (info or {}).get("version")
             self._cell_meta(
                 cell,
+                derived,
                 status="running",
                 server_id=server.server_id,
                 url=server.url,
-                gpus=list(server.gpus),
-                plan=server.plan,
+                gpus=tuple(server.gpus),
+                plan=None if server.plan is None else server.plan.to_json(),
                 server_info=redact_server_info(info),
-                sglang_version=(info or {}).get("version"),
+                sglang_version=None if version is None else str(version),
                 time_scale=scale,
             )
             if scale != 1.0:

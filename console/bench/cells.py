@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from console.bench.results import JsonDict
+from console.bench.results import CellMeta, JsonObject
+from console.topology.placement import Plan
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -21,14 +22,10 @@ class CellTraits:
     tp: int | None = None
     gpus: tuple[int, ...] | None = None
 
-    def to_json(self) -> JsonDict:
-        """The known traits only (an unknown one leaves what run.json already says)."""
-        out: JsonDict = {}
-        for item in fields(self):
-            value = getattr(self, item.name)
-            if value is not None:
-                out[item.name] = list(value) if isinstance(value, tuple) else value
-        return out
+    def apply(self, cell: CellMeta) -> CellMeta:
+        """`cell` with the known traits set (an unknown one leaves what run.json says)."""
+        known = {f.name: getattr(self, f.name) for f in fields(self)}
+        return replace(cell, **{name: value for name, value in known.items() if value is not None})
 
 
 def _flag(argv: list[str], flag: str) -> str | None:
@@ -48,23 +45,22 @@ def _str(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def meta_from_plan(plan: JsonDict) -> CellTraits:
-    """From a server's plan (`Plan.to_json()`, as the campaign keeps it in run.json)."""
-    argv = [str(a) for a in plan.get("argv", [])]
+def meta_from_plan(plan: Plan) -> CellTraits:
+    """From the plan the cell's server was launched from."""
+    argv = list(plan.argv)
     budget = _flag(argv, "--speculative-ddtree-budget")
     drafts = _flag(argv, "--speculative-num-draft-tokens")
-    gpus = plan.get("gpus")
     return CellTraits(
-        algorithm=_str(plan.get("algorithm")) or "off",
-        architecture=_str(plan.get("architecture")),
+        algorithm=plan.algorithm or "off",
+        architecture=plan.architecture,
         ddtree_budget=int(budget) if budget and budget.isdigit() else None,
         num_draft_tokens=int(drafts) if drafts and drafts.isdigit() else None,
-        tp=_int(plan.get("tp")),
-        gpus=tuple(g for g in gpus if isinstance(g, int)) if isinstance(gpus, list) else None,
+        tp=plan.tp,
+        gpus=plan.gpus,
     )
 
 
-def meta_from_server_info(info: JsonDict | None) -> CellTraits:
+def meta_from_server_info(info: JsonObject | None) -> CellTraits:  # /server_info, verbatim
     """A `--url` cell from /server_info. Real SGLang always has `speculative_algorithm`
     (null when off); a server whose info lacks the key is not known to be autoregressive,
     so the algorithm stays unknown (None) rather than "off"."""

@@ -13,11 +13,14 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from console.bench.results import JsonDict, JsonObject
 from console.bench.rundir import RunDir
+from console.bench.runmeta import RunMeta
 from console.core.errors import ConsoleError
 
 if TYPE_CHECKING:
@@ -40,7 +43,7 @@ class Detached:
     pid: int | None
     """The runner's pid once it claimed the run (None if it had not within 10 s)."""
 
-    def to_json(self) -> dict[str, Any]:  # `--detach --json` output
+    def to_json(self) -> JsonDict:  # `--detach --json` output
         return {
             "run_id": self.run_id,
             "run_dir": str(self.run_dir),
@@ -55,33 +58,31 @@ def create_run(
     runs_root: Path,
     name: str,
     demo: bool,
-    fingerprint: dict[str, Any] | None = None,  # JSON kept verbatim in run.json
-    extra: dict[str, Any] | None = None,  # more run.json keys (the CLI's argv)
+    fingerprint: JsonObject | None = None,
+    argv: Sequence[str] | None = None,
 ) -> RunDir:
     """A new run folder whose `run.json` holds `request` (and the workload and levels that
     summaries read). `demo` says which services the runner uses; `fingerprint` is written
-    by the runner when not given here."""
+    by the runner when not given here; `argv` is the command line that asked (the CLI's)."""
     from console.bench.request import CampaignRequest
 
-    meta: dict[str, Any] = {  # run.json's document
-        "kind": request.kind,
-        "status": "created",
-        "demo": demo,
-        "request": request.to_json(),
-        "workload": request.workload_json(),
-        "cells": [],
-    }
-    if fingerprint is not None:
-        meta["fingerprint"] = fingerprint
+    meta = RunMeta(
+        kind=request.kind,
+        status="created",
+        demo=demo,
+        request=request.to_json(),
+        workload=request.workload_json(),
+        fingerprint=fingerprint,
+        argv=None if argv is None else tuple(argv),
+    )
     if isinstance(request, CampaignRequest):
         # The keys campaign runs always had: `--resume` of a run made before `request`
         # existed reads its spec from here.
-        meta["spec"] = request.spec.model_dump(mode="json")
-        if request.source is not None:
-            meta["campaign_file"] = request.source
+        meta = replace(
+            meta, spec=request.spec.model_dump(mode="json"), campaign_file=request.source
+        )
     else:
-        meta["levels"] = [vars(level) for level in request.levels()]
-    meta.update(extra or {})
+        meta = replace(meta, levels=tuple(vars(level) for level in request.levels()))
     return RunDir.create(runs_root, name, meta)
 
 
@@ -91,22 +92,16 @@ def stored_request(run: RunDir) -> RunRequest:
     from console.bench.request import CampaignRequest, request_from_json
 
     meta = run.meta()
-    if "request" in meta:
-        return request_from_json(meta["request"])
-    if meta.get("kind") == "campaign" and "spec" in meta:
-        return CampaignRequest.from_json(
-            {"spec": meta["spec"], "source": meta.get("campaign_file")}
-        )
+    if meta.request is not None:
+        return request_from_json(dict(meta.request))
+    if meta.kind == "campaign" and meta.spec is not None:
+        return CampaignRequest.from_json({"spec": meta.spec, "source": meta.campaign_file})
     raise ConsoleError(f"run {run.run_id} holds no request to run (made by an older ddconsole)")
 
 
 def stored_demo(run: RunDir) -> bool:
     """Whether the run belongs to demo mode (its own key, else its fingerprint's)."""
-    meta = run.meta()
-    if isinstance(meta.get("demo"), bool):
-        return bool(meta["demo"])
-    fingerprint = meta.get("fingerprint")
-    return bool(fingerprint.get("demo")) if isinstance(fingerprint, dict) else False
+    return run.meta().is_demo
 
 
 def detach(run: RunDir) -> Detached:
@@ -114,7 +109,7 @@ def detach(run: RunDir) -> Detached:
     Its output goes to the run's `console.log`. ConsoleError when it exits before claiming,
     with the log's last line."""
     command = [sys.executable, "-m", "console", RUNNER_VERB, str(run.path)]
-    attempts_before = len(run.meta().get("attempts", []))
+    attempts_before = len(run.meta().attempts)
     log_path = run.path / "console.log"
     with log_path.open("ab") as log:
         process = subprocess.Popen(
@@ -129,11 +124,11 @@ def detach(run: RunDir) -> Detached:
     while run.owner_alive() is None and time.monotonic() < deadline:
         if process.poll() is not None and run.owner_alive() is None:
             meta = run.meta()
-            if len(meta.get("attempts", [])) > attempts_before:
+            if len(meta.attempts) > attempts_before:
                 break  # it claimed the run and ran to its end already
             lines = log_path.read_text(errors="replace").strip().splitlines()
             last = lines[-1].removeprefix("ddconsole: error: ") if lines else "no output"
-            reason = meta.get("error") or last
+            reason = meta.error or last
             raise ConsoleError(f"run {run.run_id} did not start: {reason} (log: {log_path})")
         time.sleep(0.05)
     # A long-lived caller (the TUI) reaps the runner when it ends, leaving no zombie.

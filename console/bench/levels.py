@@ -21,6 +21,7 @@ from console.bench.results import Counters, JsonDict
 from console.bench.workload import Prompt, Workload
 from console.core.auth import bearer_from_env
 from console.telemetry.prometheus import MetricsParseError, parse
+from console.topology.placement import Plan
 
 COUNTER_NAMES = frozenset(
     {
@@ -51,12 +52,12 @@ class Target:
 
 
 def admin_headers(
-    plan: dict[str, Any] | None,  # a server plan's JSON (its admin key variable), not run data
+    plan: Plan | None,
     environ: Mapping[str, str] | None = None,
 ) -> dict[str, str] | None:
     """The admin key's Authorization header, read from the variable the plan names."""
-    name = (plan or {}).get("admin_api_key_env")
-    return bearer_from_env(name if isinstance(name, str) else None, environ) or None
+    name = plan.admin_api_key_env if plan is not None else None
+    return bearer_from_env(name, environ) or None
 
 
 @dataclass(frozen=True)

@@ -19,27 +19,40 @@ from console.core.errors import ConsoleError
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Progress:
-    """Where a live campaign is: its cell, its level, requests done of those planned."""
+    """Where a live campaign is: its cell, its level, requests done of those planned, and
+    when it last said so (`progress.json`, as the campaign writes it)."""
 
     cell: str | None
     level: int | None
     done: int
     planned: int
+    updated_wall: float | None = None
 
-    def to_json(self) -> dict[str, str | int | None]:
-        return {"cell": self.cell, "level": self.level, "done": self.done, "planned": self.planned}
+    def to_json(self) -> dict[str, str | int | float | None]:
+        return {
+            "cell": self.cell,
+            "level": self.level,
+            "done": self.done,
+            "planned": self.planned,
+            "updated_wall": self.updated_wall,
+        }
 
     @classmethod
     def from_json(cls, data: object) -> Progress | None:
         if not isinstance(data, dict):
             return None
         level, done, planned = data.get("level"), data.get("done"), data.get("planned")
-        cell = data.get("cell")
+        cell, updated = data.get("cell"), data.get("updated_wall")
         return cls(
             cell=None if cell is None else str(cell),
             level=level if isinstance(level, int) else None,
             done=done if isinstance(done, int) else 0,
             planned=planned if isinstance(planned, int) else 0,
+            updated_wall=(
+                float(updated)
+                if isinstance(updated, int | float) and not isinstance(updated, bool)
+                else None
+            ),
         )
 
 
@@ -116,24 +129,22 @@ def run_row(path: Path) -> RunRow:
             progress=None,
             error=exc.message,
         )
-    cells = [c for c in meta.get("cells", []) if isinstance(c, dict)]
-    status = str(meta.get("status", "unknown"))
+    status = meta.status
     progress = None
     if status == "running":
         if run.owner_alive() is None:
             status = "interrupted"
         else:
             progress = _progress(path)
-    created = meta.get("created_wall")
     return RunRow(
         run_id=path.name,
         path=path,
-        name=meta.get("name"),
-        kind=meta.get("kind"),
+        name=meta.name,
+        kind=meta.kind,
         status=status,
-        cells_done=sum(1 for c in cells if c.get("status") == "done"),
-        cells=len(cells),
-        created_wall=float(created) if isinstance(created, int | float) else None,
+        cells_done=sum(1 for c in meta.cells if c.status == "done"),
+        cells=len(meta.cells),
+        created_wall=meta.created_wall,
         progress=progress,
     )
 
@@ -195,21 +206,25 @@ class DiskRuns:
         return list_runs(self.root)
 
     def run_summary(self, run_id: str) -> RunSummary | None:
-        """None for a run that is not there or cannot be read."""
-        from console.bench.summary import try_load_summary
+        """None for a run that is not there; raises `summary.UnreadableRun` (a ConsoleError
+        whose message names the file and the reason) for one that cannot be read."""
+        from console.bench.summary import load_summary
 
+        run = self._run(run_id)
+        return None if run is None else load_summary(run)
+
+    def cached_summary(self, run_id: str) -> RunSummary | None:
+        """The run's summary only when its `summary.json` is fresh (never rebuilt here: the
+        flight recorder asks on the event loop); None otherwise."""
+        from console.bench.summary import cached_summary
+
+        run = self._run(run_id)
+        return None if run is None else cached_summary(run)
+
+    def _run(self, run_id: str) -> RunDir | None:
         if not run_id or "/" in run_id or run_id in (".", ".."):
             return None
         path = self.root / run_id
         if not (path / "run.json").is_file():
             return None
-        return try_load_summary(RunDir(path))
-
-    def latest_summary(self) -> RunSummary | None:
-        """The newest readable run's summary."""
-        for row in reversed(self.runs()):
-            if row.error is None:
-                summary = self.run_summary(row.run_id)
-                if summary is not None:
-                    return summary
-        return None
+        return RunDir(path)

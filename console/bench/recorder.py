@@ -50,10 +50,10 @@ class TelemetryRecorder:
 
     def _demo(self) -> bool:
         try:
-            fingerprint = self.run.meta().get("fingerprint")
+            fingerprint = self.run.meta().fingerprint
         except ConsoleError:
             return False
-        return isinstance(fingerprint, dict) and bool(fingerprint.get("demo"))
+        return bool((fingerprint or {}).get("demo"))
 
     async def start(self) -> None:
         self.writer = RunTelemetryWriter(

@@ -164,9 +164,39 @@ class LevelRecord:
         )
 
 
+def json_field(data: JsonObject, key: str, kinds: tuple[type, ...], where: str) -> Any:
+    """`data[key]` when absent, null or of one of `kinds`; ValueError naming the key
+    otherwise (a bool is not a number here)."""
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) and bool not in kinds:
+        raise ValueError(f"{where}{key}: {value!r} is not {_kind_names(kinds)}")
+    if not isinstance(value, kinds):
+        raise ValueError(
+            f"{where}{key}: {type(value).__name__} {value!r:.40} is not {_kind_names(kinds)}"
+        )
+    return value
+
+
+def _kind_names(kinds: tuple[type, ...]) -> str:
+    names = {str: "a string", int: "an integer", float: "a number", bool: "true/false",
+             list: "a list", dict: "an object"}  # fmt: skip
+    return " or ".join(dict.fromkeys(names.get(k, k.__name__) for k in kinds))
+
+
+NUMBER = (int, float)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CellMeta:
-    """One cell as `run.json` describes it: what it is and how it went."""
+    """One cell as `run.json` records it: what it is, the server it ran on and how it went.
+
+    `plan` (the server's `Plan.to_json()`) and `server_info` (its /server_info, redacted)
+    are other layers' documents kept verbatim; keys this type does not model are kept in
+    `extra` and written back unchanged. Optional keys are written only when set (a reader
+    takes an absent key as null).
+    """
 
     cell_id: str
     profile: str | None = None
@@ -176,33 +206,71 @@ class CellMeta:
     architecture: str | None = None
     ddtree_budget: int | None = None
     num_draft_tokens: int | None = None
+    tp: int | None = None
     server_id: str | None = None
     url: str | None = None
     status: str = "pending"
     reason: str | None = None
     gpus: tuple[int, ...] = ()
-    server_draft_tokens: int | None = None
-    """`speculative_num_draft_tokens` from the server's /server_info."""
+    plan: JsonObject | None = None
+    server_info: JsonObject | None = None
+    sglang_version: str | None = None
+    time_scale: float | None = None
+    extra: JsonObject = field(default_factory=dict)
+
+    KEYS: ClassVar[tuple[str, ...]] = (
+        "cell_id", "profile", "layout", "variant", "algorithm", "architecture",
+        "ddtree_budget", "num_draft_tokens", "tp", "server_id", "url", "status", "reason",
+        "gpus", "plan", "server_info", "sglang_version", "time_scale",
+    )  # fmt: skip
+    ALWAYS: ClassVar[tuple[str, ...]] = ("cell_id", "profile", "layout", "variant")
+
+    @property
+    def server_draft_tokens(self) -> int | None:
+        """`speculative_num_draft_tokens` from the server's /server_info."""
+        return _opt_int(_object(self.server_info).get("speculative_num_draft_tokens"))
+
+    def to_json(self) -> JsonDict:
+        out: JsonDict = {}
+        for key in self.KEYS:
+            value = getattr(self, key)
+            if key in self.ALWAYS or (value is not None and value != ()):
+                out[key] = list(value) if isinstance(value, tuple) else value
+        out.update({k: v for k, v in self.extra.items() if k not in out})
+        return out
 
     @classmethod
-    def from_json(cls, data: JsonObject) -> CellMeta:
-        info = _object(data.get("server_info"))
-        gpus = data.get("gpus")
+    def from_json(cls, data: JsonObject, where: str = "") -> CellMeta:
+        """ValueError naming the key (after `where`) for a field of the wrong type."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"{where.rstrip('.: ') or 'cell'}: not an object")
+        cell_id = json_field(data, "cell_id", (str,), where)
+        if cell_id is None:
+            raise ValueError(f"{where}cell_id: missing")
+        gpus = json_field(data, "gpus", (list,), where) or []
+        if not all(isinstance(g, int) and not isinstance(g, bool) for g in gpus):
+            raise ValueError(f"{where}gpus: {gpus!r:.40} is not a list of GPU indices")
+        scale = json_field(data, "time_scale", NUMBER, where)
         return cls(
-            cell_id=str(data.get("cell_id")),
-            profile=_opt_str(data.get("profile")),
-            layout=_opt_str(data.get("layout")),
-            variant=_opt_str(data.get("variant")),
-            algorithm=_opt_str(data.get("algorithm")),
-            architecture=_opt_str(data.get("architecture")),
-            ddtree_budget=_opt_int(data.get("ddtree_budget")),
-            num_draft_tokens=_opt_int(data.get("num_draft_tokens")),
-            server_id=_opt_str(data.get("server_id")),
-            url=_opt_str(data.get("url")),
-            status=str(data.get("status", "pending")),
-            reason=_opt_str(data.get("reason")),
-            gpus=tuple(g for g in gpus if isinstance(g, int)) if isinstance(gpus, list) else (),
-            server_draft_tokens=_opt_int(info.get("speculative_num_draft_tokens")),
+            cell_id=cell_id,
+            profile=json_field(data, "profile", (str,), where),
+            layout=json_field(data, "layout", (str,), where),
+            variant=json_field(data, "variant", (str,), where),
+            algorithm=json_field(data, "algorithm", (str,), where),
+            architecture=json_field(data, "architecture", (str,), where),
+            ddtree_budget=json_field(data, "ddtree_budget", (int,), where),
+            num_draft_tokens=json_field(data, "num_draft_tokens", (int,), where),
+            tp=json_field(data, "tp", (int,), where),
+            server_id=json_field(data, "server_id", (str,), where),
+            url=json_field(data, "url", (str,), where),
+            status=json_field(data, "status", (str,), where) or "pending",
+            reason=json_field(data, "reason", (str,), where),
+            gpus=tuple(gpus),
+            plan=json_field(data, "plan", (dict,), where),
+            server_info=json_field(data, "server_info", (dict,), where),
+            sglang_version=json_field(data, "sglang_version", (str,), where),
+            time_scale=None if scale is None else float(scale),
+            extra={k: v for k, v in data.items() if k not in cls.KEYS},
         )
 
 

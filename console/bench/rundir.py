@@ -13,15 +13,17 @@ import json
 import os
 import re
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from console.bench.results import JsonDict
+from console.bench.results import JsonDict, JsonObject
+from console.bench.runmeta import SCHEMA_VERSION, RunMeta
 from console.core.errors import ConsoleError, UsageError
 from console.core.jsonio import atomic_write_json, atomic_write_text, dumps_line
 
-SCHEMA_VERSION = 1
+__all__ = ["SCHEMA_VERSION", "RunDir", "RunWriteError", "check_writable", "slug"]
 
 
 class RunWriteError(ConsoleError):
@@ -55,7 +57,9 @@ class RunDir:
         return self.path.name
 
     @classmethod
-    def create(cls, root: Path, name: str, meta: JsonDict) -> RunDir:
+    def create(cls, root: Path, name: str, meta: RunMeta) -> RunDir:
+        """A new run folder under `root`, its `run.json` the given one with the run's id,
+        name and creation time."""
         check_writable(root)
         run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{slug(name)}"
         path = root / run_id
@@ -65,15 +69,7 @@ class RunDir:
             path = root / f"{run_id}-{suffix}"
         path.mkdir(parents=True)
         run = cls(path)
-        run.write_meta(
-            {
-                "schema_version": SCHEMA_VERSION,
-                "run_id": path.name,
-                "name": name,
-                "created_wall": time.time(),
-                **meta,
-            }
-        )
+        run.write_meta(replace(meta, run_id=path.name, name=name, created_wall=time.time()))
         return run
 
     @classmethod
@@ -97,28 +93,28 @@ class RunDir:
 
     # -- files ---------------------------------------------------------------------------
 
-    def meta(self) -> JsonDict:
+    def meta(self) -> RunMeta:
+        """`run.json`; ConsoleError naming the file and what is wrong with it."""
+        path = self.path / "run.json"
         try:
-            data = json.loads((self.path / "run.json").read_text())
+            data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            raise ConsoleError(f"{self.path / 'run.json'}: unreadable ({exc})") from None
-        if data.get("schema_version") != SCHEMA_VERSION:
-            raise ConsoleError(
-                f"{self.path}: run schema {data.get('schema_version')!r} is not "
-                f"{SCHEMA_VERSION}; written by another ddconsole version"
-            )
-        return dict(data)
+            raise ConsoleError(f"{path}: unreadable ({exc})") from None
+        try:
+            return RunMeta.from_json(data)
+        except ValueError as exc:
+            raise ConsoleError(f"{path}: {exc}") from None
 
-    def write_meta(self, data: JsonDict) -> None:
-        self._guard(lambda: atomic_write_json(self.path / "run.json", data))
+    def write_meta(self, meta: RunMeta) -> None:
+        self._guard(lambda: atomic_write_json(self.path / "run.json", meta.to_json()))
 
-    def update_meta(self, **changes: Any) -> JsonDict:
-        data = self.meta()
-        data.update(changes)
-        self.write_meta(data)
-        return data
+    def update_meta(self, **changes: Any) -> RunMeta:
+        """`run.json` with some fields replaced (names and types as `RunMeta` has them)."""
+        meta = replace(self.meta(), **changes)
+        self.write_meta(meta)
+        return meta
 
-    def append(self, name: str, record: JsonDict, *, finite: bool = True) -> None:
+    def append(self, name: str, record: JsonDict, *, finite: bool = True) -> None:  # a line
         """One JSON line, flushed at once. `finite=False` skips turning NaN/inf into null
         (for records that never hold them; the walk costs as much as the dump)."""
         line = (dumps_line(record) if finite else json.dumps(record, separators=(",", ":"))) + "\n"
@@ -133,9 +129,9 @@ class RunDir:
     def opened(self, name: str) -> TextIO:
         return (self.path / name).open("a", encoding="utf-8")
 
-    def read_jsonl(self, name: str) -> list[JsonDict]:
+    def read_jsonl(self, name: str) -> list[JsonObject]:  # lines just read
         """Every complete line; a torn last line (a kill mid-write) is ignored."""
-        rows = []
+        rows: list[JsonObject] = []
         try:
             with (self.path / name).open(encoding="utf-8") as handle:
                 for line in handle:
@@ -149,12 +145,15 @@ class RunDir:
                         rows.append(row)
         except FileNotFoundError:
             return []
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise ConsoleError(f"{self.path / name}: {reason}") from None
         return rows
 
     def write_text(self, name: str, text: str) -> None:
         self._guard(lambda: atomic_write_text(self.path / name, text, mode=0o644))
 
-    def _guard(self, action: Any) -> None:
+    def _guard(self, action: Callable[[], object]) -> None:
         try:
             action()
         except OSError as exc:

@@ -12,8 +12,9 @@ import math
 from pathlib import Path
 
 from console.bench.cells import meta_from_server_info
-from console.bench.results import JsonObject, LevelSummary, Stats
+from console.bench.results import CellMeta, JsonObject, LevelSummary, Stats
 from console.bench.rundir import RunDir
+from console.bench.runmeta import RunMeta
 from console.core.errors import UsageError
 
 
@@ -91,27 +92,24 @@ def import_sglang_jsonl(path: Path, root: Path, name: str | None) -> RunDir:
     backend = str(rows[0].get("backend", "sglang"))
     info = rows[0].get("server_info") if isinstance(rows[0].get("server_info"), dict) else {}
     model = (info or {}).get("served_model_name") or (info or {}).get("model_path") or "server"
-    cell = {
-        "cell_id": f"sglang-bench/{backend}",
-        "profile": None,
-        "layout": None,
-        "variant": None,
-        "server_id": f"{model} ({backend})",
-        "status": "done",
+    cell = CellMeta(
+        cell_id=f"sglang-bench/{backend}",
+        server_id=f"{model} ({backend})",
+        status="done",
         # bench_serving stores the whole /server_info (sglang 0.5.23 benchmark/serving.py:
         # 1847-1867), where a real server always has `speculative_algorithm`, null when off;
         # a missing key or a missing /server_info leaves the algorithm unknown, not "off".
-        "algorithm": meta_from_server_info(info).algorithm,
-    }
+        algorithm=meta_from_server_info(info).algorithm,
+    )
     return RunDir.create(
         root,
         name or f"sglang-bench-{path.stem}",
-        {
-            "kind": "sglang-bench",
-            "status": "done",
-            "source_file": str(path.resolve()),
-            "cells": [cell],
-            "imported_levels": [_level(i, row).to_json() for i, row in enumerate(rows)],
-            "fingerprint": {"host": None, "imported": True},
-        },
+        RunMeta(
+            kind="sglang-bench",
+            status="done",
+            source_file=str(path.resolve()),
+            cells=(cell,),
+            imported_levels=tuple(_level(i, row) for i, row in enumerate(rows)),
+            fingerprint={"host": None, "imported": True},
+        ),
     )

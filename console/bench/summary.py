@@ -38,6 +38,16 @@ SOURCE_FILES = ("run.json", "levels.jsonl", "requests.jsonl")
 TELEMETRY_GLOB = "telemetry*"
 
 
+class UnreadableRun(ConsoleError):
+    """A run whose files cannot be read (a damaged run.json, a requests.jsonl that is a
+    folder, a permission): its listing and screens say so, and other runs carry on."""
+
+    def __init__(self, run_id: str, reason: str) -> None:
+        super().__init__(f"run {run_id} is unreadable: {reason}")
+        self.run_id = run_id
+        self.reason = reason
+
+
 def verify_tokens_per_step(cell: CellMeta) -> int | None:
     """Tokens the target verifies per step: 1 autoregressive, budget + 1 for DDTree, the
     draft block for chains."""
@@ -168,20 +178,13 @@ def summarize_run(run: RunDir) -> RunSummary:
     requests = _requests_by_level(run)
     gpu = run_gpu_readings(run.path)
     cells_out = []
-    for entry in meta.get("cells", []):
-        if not isinstance(entry, dict):
-            continue
-        cell = CellMeta.from_json(entry)
+    for cell in meta.cells:
         # A level run again after --resume supersedes the earlier attempt.
         latest: dict[int, LevelRecord] = {}
         for record in sorted((r for r in records if r.cell == cell.cell_id), key=lambda r: r.level):
             latest[record.level] = record
-        if meta.get("kind") == "sglang-bench":
-            levels = tuple(
-                LevelSummary.from_json(level)
-                for level in meta.get("imported_levels", [])
-                if isinstance(level, dict)
-            )
+        if meta.kind == "sglang-bench":
+            levels = meta.imported_levels
         else:
             levels = tuple(
                 summarize_level(record, requests[(cell.cell_id, index, record.attempt)], cell, gpu)
@@ -203,22 +206,19 @@ def summarize_run(run: RunDir) -> RunSummary:
             )
         )
     cells = _with_speedups(cells_out)
-    status = str(meta.get("status", "unknown"))
+    status = meta.status
     if status == "running" and run.owner_alive() is None:
         status = "interrupted"
-    created = meta.get("created_wall")
-    workload = meta.get("workload")
-    scale = meta.get("time_scale", 1.0)
     return RunSummary(
         run_id=run.run_id,
         run_dir=str(run.path),
-        name=None if meta.get("name") is None else str(meta.get("name")),
-        kind=None if meta.get("kind") is None else str(meta.get("kind")),
+        name=meta.name,
+        kind=meta.kind,
         status=status,
-        created_wall=float(created) if isinstance(created, int | float) else None,
-        fingerprint=dict(meta.get("fingerprint") or {}),
-        time_scale=float(scale) if isinstance(scale, int | float) else 1.0,
-        workload=dict(workload) if isinstance(workload, dict) else None,
+        created_wall=meta.created_wall,
+        fingerprint=dict(meta.fingerprint or {}),
+        time_scale=1.0 if meta.time_scale is None else meta.time_scale,
+        workload=None if meta.workload is None else dict(meta.workload),
         cells=cells,
         best=best_per_level(cells),
         findings=tuple(find_all([cell.facts() for cell in cells])),
@@ -319,13 +319,44 @@ def load_summary(run: RunDir) -> RunSummary:
 
     `summary.json` is returned while it is newer than run.json, levels.jsonl, requests.jsonl
     and the telemetry; otherwise the summary is rebuilt and the files rewritten (unless a
-    live campaign owns the run: it writes its own after every level). Raises ConsoleError
-    for a run whose run.json cannot be read.
+    live campaign owns the run: it writes its own after every level). Raises UnreadableRun
+    for a run whose files cannot be read, with the file and the reason.
     """
     with _LOADED_LOCK:
         lock = _RUN_LOCKS.setdefault(run.path, threading.Lock())
     with lock:
-        return _load(run)
+        try:
+            return _load(run)
+        except UnreadableRun:
+            raise
+        except ConsoleError as exc:
+            raise UnreadableRun(run.run_id, exc.message) from None
+        except OSError as exc:
+            where = exc.filename or run.path
+            raise UnreadableRun(run.run_id, f"{where}: {exc.strerror or exc}") from None
+        except (ValueError, TypeError, KeyError) as exc:
+            raise UnreadableRun(run.run_id, f"{type(exc).__name__}: {exc}") from None
+
+
+def cached_summary(run: RunDir) -> RunSummary | None:
+    """The run's summary when its cache of record is fresh (a few stats and, at most, one
+    read of `summary.json`); None when it would have to be rebuilt. Never builds one: the
+    flight recorder calls this on the event loop."""
+    signature = _sources_signature(run.path)
+    if signature is None:
+        return None
+    with _LOADED_LOCK:
+        held = _LOADED.get(run.path)
+    key = (*signature, *_summary_stat(run))
+    if held is not None and held[0] == key and held[1].status != "running":
+        return held[1]
+    summary = _read_cached(run, signature[0])
+    if summary is None or summary.status == "running":
+        return None
+    summary = replace(summary, run_dir=str(run.path))
+    with _LOADED_LOCK:
+        _LOADED[run.path] = (key, summary)
+    return summary
 
 
 def _load(run: RunDir) -> RunSummary:
@@ -366,12 +397,3 @@ def _summary_stat(run: RunDir) -> tuple[int, int]:
     except OSError:
         return (0, 0)
     return (stat.st_mtime_ns, stat.st_size)
-
-
-def try_load_summary(run: RunDir) -> RunSummary | None:
-    """`load_summary`, or None for a run that cannot be read (a run.json that is not one,
-    or of another version)."""
-    try:
-        return load_summary(run)
-    except (ConsoleError, ValueError, TypeError, KeyError):
-        return None

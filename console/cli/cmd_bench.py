@@ -135,7 +135,7 @@ def _bench(args: argparse.Namespace) -> int:
         name=request.run_name(cell.cell_id),
         demo=services.demo,
         fingerprint=rc.fingerprint(services),
-        extra={"argv": sys.argv[1:]},
+        argv=sys.argv[1:],
     )
     if args.detach:
         return rc.report_detached(args, detach(run))

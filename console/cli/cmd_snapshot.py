@@ -152,7 +152,10 @@ def _latest_run(backend: Any) -> RunSummary | None:
     through each run's cache of record; a recording: as it was recorded)."""
     for row in reversed(backend.runs()):
         if row.error is None:
-            summary: RunSummary | None = backend.run_summary(row.run_id)
+            try:
+                summary: RunSummary | None = backend.run_summary(row.run_id)
+            except ConsoleError:
+                continue  # a damaged run: the newest readable one is reported
             if summary is not None:
                 return summary
     return None

@@ -47,15 +47,13 @@ def bench_cell(services: Services, request: BenchRequest) -> tuple[BenchRequest,
 
     status = ready_server(services.manager(), request.server_id)
     plan = status.record.plan
-    server = StartedServer(
-        status.id, status.record.url, auth_headers(plan), plan.gpus, plan.to_json()
-    )
+    server = StartedServer(status.id, status.record.url, auth_headers(plan), plan.gpus, plan)
     cell = CellPlan(
         cell_id(plan.profile, plan.layout, plan.variant),
         plan.profile,
         plan.layout,
         plan.variant,
-        meta_from_plan(plan.to_json()),
+        meta_from_plan(plan),
         server,
     )
     return dataclasses.replace(request, server_id=status.id), cell
@@ -169,12 +167,12 @@ def _run_request(args: argparse.Namespace) -> int:
     try:
         request = stored_request(run)
         services = Services.create(demo=stored_demo(run))
-        if "fingerprint" not in run.meta():
+        if run.meta().fingerprint is None:
             run.update_meta(fingerprint=rc.fingerprint(services))
         runner = build_runner(args, services, run, request)
     except ConsoleError as exc:
         # A run that never started says why in its own folder (`runs list`, the TUI).
-        if run.meta().get("status") == "created":
+        if run.meta().status == "created":
             run.update_meta(status="failed", error=exc.message)
         raise
     rc.say(args, f"run {run.run_id} -> {run.path}")

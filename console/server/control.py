@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from console.core.errors import ConsoleError, ServerStartFailed
 from console.profiles.command import build_command
@@ -13,7 +12,7 @@ from console.server.actions import auth_headers, launch_interpreter
 from console.server.manager import ServerManager
 from console.server.status import ServerState
 from console.topology.model import Topology
-from console.topology.placement import resolve
+from console.topology.placement import Plan, resolve
 
 
 @dataclass(frozen=True)
@@ -22,7 +21,7 @@ class LaunchedServer:
     url: str
     headers: dict[str, str] = field(default_factory=dict)
     gpus: tuple[int, ...] = ()
-    plan: dict[str, Any] | None = None
+    plan: Plan | None = None
 
 
 class ManagedControl:
@@ -73,7 +72,7 @@ class ManagedControl:
             if not status.state.terminal:
                 self.manager.stop(record.id, grace=self.stop_grace_s, reason="not ready in time")
             raise ServerStartFailed(f"{record.id}: {reason}")
-        return LaunchedServer(record.id, record.url, auth_headers(plan), plan.gpus, plan.to_json())
+        return LaunchedServer(record.id, record.url, auth_headers(plan), plan.gpus, plan)
 
     def failure(self, server_id: str) -> str | None:
         status = self.manager.status(server_id, probe=False)

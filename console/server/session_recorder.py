@@ -2,8 +2,10 @@
 
 It records every poll (GPU, host, server metrics, source states), the server list when a
 server's state changes, discrete events, every run's row when the runs list changes, and
-each ended run's summary once per file (from callbacks: runs are the bench layer's, which
-this layer does not import, so they arrive as their JSON). Files go to the state dir's
+each ended run's summary once per file, again when it ends again (from callbacks: runs are
+the bench layer's, which this layer does not import, so they arrive as the small protocols
+below and become JSON only in the frame written). A summary that is not cached fresh is
+built on a worker thread, never on the event loop the screens share. Files go to the state dir's
 `recordings/`; the folder is kept under a size limit by deleting the oldest, and a session
 that outgrows a quarter of it continues in a new file. The writer says how many bytes it is
 about to append before it does (at each flush and at close), and older files are deleted
@@ -15,11 +17,12 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from console.core.errors import ConsoleError
 from console.core.redact import secret_values
 from console.server.external import listing_json
 from console.server.monitor import Monitor
@@ -37,10 +40,33 @@ SUMMARIES_AT_START = 16
 is most likely to open); runs that end while it records are added as they end."""
 ENDED = ("done", "failed", "interrupted")
 
-RunsJson = Callable[[], list[dict[str, Any]]]
-"""Every run's row as JSON, oldest first."""
-SummaryJson = Callable[[str], dict[str, Any] | None]
-"""A run's summary as JSON, or None when it cannot be read."""
+
+class RecordedRow(Protocol):
+    """A run's row as the bench layer lists it (`console.bench.listing.RunRow`)."""
+
+    @property
+    def run_id(self) -> str: ...
+
+    @property
+    def status(self) -> str: ...
+
+    def to_json(self) -> dict[str, Any]: ...  # the `runs` frame's JSON
+
+
+class RecordedSummary(Protocol):
+    """A run's summary (`console.bench.results.RunSummary`)."""
+
+    def to_json(self) -> dict[str, Any]: ...  # the `run_summary` frame's JSON
+
+
+RunsSource = Callable[[], Sequence[RecordedRow]]
+"""Every run's row, oldest first."""
+SummarySource = Callable[[str], RecordedSummary | None]
+"""A run's summary, built if need be (may take a while; called on a worker thread); None
+when the run is gone. Raises ConsoleError for a run that cannot be read."""
+CachedSummarySource = Callable[[str], RecordedSummary | None]
+"""A run's summary only when its cache is fresh (a stat and a read; called on the event
+loop); None when it would have to be built."""
 
 
 def server_json(status: ServerStatus) -> dict[str, Any]:
@@ -62,8 +88,9 @@ class SessionRecorder:
         demo: bool,
         topology: Topology,
         max_bytes: int = DEFAULT_MAX_BYTES,
-        runs: RunsJson | None = None,
-        run_summary: SummaryJson | None = None,
+        runs: RunsSource | None = None,
+        run_summary: SummarySource | None = None,
+        cached_summary: CachedSummarySource | None = None,
         path: Path | None = None,
         note: str = "",
     ) -> None:
@@ -74,6 +101,7 @@ class SessionRecorder:
         self.max_bytes = max_bytes
         self.runs = runs
         self.run_summary = run_summary
+        self.cached_summary = cached_summary
         self.note = note
         self.fixed_path = path
         self.path: Path | None = None
@@ -81,11 +109,17 @@ class SessionRecorder:
         self.error: str | None = None
         """Why recording stopped (disk full, unwritable folder); the session goes on."""
         self._servers: tuple[tuple[object, ...], ...] = ()
-        self._runs: list[dict[str, Any]] = []
+        self._runs: list[RecordedRow] = []
         self._runs_at = 0.0
         self._summaries_due: list[str] = []
         """Ended runs whose summaries this file still lacks, the next one last."""
-        self._summarized: set[str] = set()
+        self._summarized: dict[str, RecordedSummary] = {}
+        """The summary this file holds for each run (a run that ends again is re-recorded
+        when its summary changed)."""
+        self._building: str | None = None
+        """The run whose summary the worker thread is building."""
+        self._built: dict[str, RecordedSummary | None] = {}
+        """What the worker built, for the next poll to record (None: unreadable or gone)."""
         self.files: list[Path] = []
         # Flushes come from the event loop and from worker threads (events).
         self._prune_lock = threading.Lock()
@@ -117,7 +151,7 @@ class SessionRecorder:
         self._servers = ()
         # Each file stands alone: it lists the runs and records their summaries again.
         self._runs, self._runs_at = [], 0.0
-        self._summaries_due, self._summarized = [], set()
+        self._summaries_due, self._summarized = [], {}
 
     def _reserve(self, path: Path, size: int) -> None:
         """Room for `size` more bytes in `path`: delete the oldest other files until the
@@ -153,11 +187,11 @@ class SessionRecorder:
             writer.poll(now, result)
             if self.runs is not None and now - self._runs_at >= RUNS_EVERY_S:
                 self._runs_at = now
-                rows = self.runs()
+                rows = list(self.runs())
                 if rows != self._runs:
                     self._note_ended(rows)
                     self._runs = rows
-                    writer.runs(now, rows)
+                    writer.runs(now, [row.to_json() for row in rows])
             self._record_one_summary(writer, now)
             if self.fixed_path is None:
                 self._rotate_if_due(writer)
@@ -165,29 +199,66 @@ class SessionRecorder:
             self.error = f"recording stopped: {exc.strerror or exc}"
             self.close()
 
-    def _note_ended(self, rows: list[dict[str, Any]]) -> None:
+    def _note_ended(self, rows: list[RecordedRow]) -> None:
         """Queue the summaries of runs that ended since the last list (at a file's first
-        list, the newest few ended runs)."""
-        ended = [str(r.get("run_id")) for r in rows if r.get("status") in ENDED]
+        list, the newest few ended runs). A run resumed and ended again is queued again."""
+        ended = [r.run_id for r in rows if r.status in ENDED]
         if not self._runs:
             ended = ended[-SUMMARIES_AT_START:]
         else:
-            before = {str(r.get("run_id")): r.get("status") for r in self._runs}
+            before = {r.run_id: r.status for r in self._runs}
             ended = [run_id for run_id in ended if before.get(run_id) not in ENDED]
-        due = [r for r in ended if r not in self._summarized and r not in self._summaries_due]
+        due = [r for r in ended if r not in self._summaries_due]
         # Oldest first in the list, so the newest is recorded first (popped from the end).
         self._summaries_due = due + self._summaries_due
 
     def _record_one_summary(self, writer: RecordingWriter, now: float) -> None:
-        """One summary per poll at most: reading one may mean rebuilding it from its files,
-        and polls run on the event loop the screens share."""
+        """At most one summary per poll, and only one that is ready: cached fresh, or built
+        by the worker thread since the last poll. A stale one is handed to the worker and
+        recorded at a later poll; the event loop never builds one."""
         if self.run_summary is None or not self._summaries_due:
             return
-        run_id = self._summaries_due.pop()
-        self._summarized.add(run_id)
-        summary = self.run_summary(run_id)
-        if summary is not None:
-            writer.run_summary(now, run_id, summary)
+        run_id = self._summaries_due[-1]
+        if run_id in self._built:
+            summary = self._built.pop(run_id)
+        elif self._building == run_id:
+            return
+        else:
+            summary = self._cached(run_id)
+            if summary is None:
+                if self._building is None:
+                    self._build(run_id)
+                # Others may be cached fresh meanwhile: this one waits at the back.
+                self._summaries_due.insert(0, self._summaries_due.pop())
+                return
+        self._summaries_due.pop()
+        if summary is not None and self._summarized.get(run_id) != summary:
+            self._summarized[run_id] = summary
+            writer.run_summary(now, run_id, summary.to_json())
+
+    def _cached(self, run_id: str) -> RecordedSummary | None:
+        if self.cached_summary is None:
+            return None
+        try:
+            return self.cached_summary(run_id)
+        except (ConsoleError, OSError, ValueError):
+            return None  # built (or found unreadable) by the worker instead
+
+    def _build(self, run_id: str) -> None:
+        """Build one run's summary on a worker thread; the result waits in `_built`."""
+        source = self.run_summary
+        assert source is not None
+        self._building = run_id
+
+        def build() -> None:
+            try:
+                summary = source(run_id)
+            except (ConsoleError, OSError, ValueError, TypeError, KeyError):
+                summary = None  # one unreadable run is skipped; the recording goes on
+            self._built[run_id] = summary
+            self._building = None
+
+        threading.Thread(target=build, name=f"summary-{run_id}", daemon=True).start()
 
     def _rotate_if_due(self, writer: RecordingWriter) -> None:
         """Continue in a new file before the next flush would take this one past a quarter

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from console.bench.listing import DiskRuns, RunRow
-from console.bench.results import JsonDict, RunSummary
+from console.bench.results import RunSummary
 from console.bench.shipped import DEMO_CAMPAIGN, campaign_files
 from console.core.errors import ConsoleError
 from console.core.net import port_is_free
@@ -115,23 +115,14 @@ class LiveBackend:
                 demo=self.demo,
                 topology=self.topology,
                 max_bytes=self.record_max_bytes or DEFAULT_MAX_BYTES,
-                runs=self._running_runs,
-                run_summary=self._summary_json,
+                runs=self.runs,
+                run_summary=self.run_summary,
+                cached_summary=DiskRuns(self.runs_root).cached_summary,
             )
             self.recorder.start()
             if self.recorder.error:
                 self._note(self.recorder.error)
         await self.monitor.start()
-
-    def _running_runs(self) -> list[JsonDict]:
-        """Every run's row for the recorder, as JSON (the server layer it lives in does not
-        import bench types)."""
-        return [row.to_json() for row in self.runs()]
-
-    def _summary_json(self, run_id: str) -> JsonDict | None:
-        """A run's summary for the recorder, as JSON (see `_running_runs`)."""
-        summary = self.run_summary(run_id)
-        return None if summary is None else summary.to_json()
 
     def runs(self) -> list[RunRow]:
         return DiskRuns(self.runs_root).runs()

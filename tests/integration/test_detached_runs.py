@@ -173,5 +173,5 @@ def test_a_run_that_cannot_start_says_why_in_its_folder(tmp_path: Path) -> None:
     with pytest.raises(ConsoleError, match="no server 'gone-1'"):
         detach(run)
     meta = run.meta()
-    assert meta["status"] == "failed"
-    assert "no server 'gone-1'" in meta["error"]
+    assert meta.status == "failed"
+    assert "no server 'gone-1'" in (meta.error or "")

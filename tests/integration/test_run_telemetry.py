@@ -15,7 +15,9 @@ import pytest
 
 from console.bench.levels import Target
 from console.bench.recorder import TelemetryRecorder
+from console.bench.results import CellMeta
 from console.bench.rundir import RunDir
+from console.bench.runmeta import RunMeta
 from console.cli.cmd_snapshot import load_recording
 from console.core.errors import UsageError
 from console.hw.simulated import SimulatedGpuBackend
@@ -44,10 +46,12 @@ def make_run(root: Path, server_id: str, url: str) -> RunDir:
     return RunDir.create(
         root,
         "telemetry",
-        {
-            "fingerprint": {"demo": True, "gpu_names": ["Sim GPU"] * 8},
-            "cells": [{"server_id": server_id, "url": url, "gpus": [0], "profile": "qwen"}],
-        },
+        RunMeta(
+            fingerprint={"demo": True, "gpu_names": ["Sim GPU"] * 8},
+            cells=(
+                CellMeta(cell_id="qwen", server_id=server_id, url=url, gpus=(0,), profile="qwen"),
+            ),
+        ),
     )
 
 

@@ -46,7 +46,7 @@ async def test_a_replay_shows_the_recorded_runs_after_their_folders_are_gone(
         for _ in range(100):
             await asyncio.sleep(0.2)
             recorder = live.recorder
-            if recorder is not None and {BUDGETS, RECHECK} <= recorder._summarized:
+            if recorder is not None and {BUDGETS, RECHECK} <= set(recorder._summarized):
                 break
         # One more round of polls: concurrent sources stamp a round's frames a few ms out
         # of order, and a replay ends at its last frame.

@@ -7,10 +7,11 @@ from pathlib import Path
 
 from console.bench.listing import list_runs
 from console.bench.rundir import RunDir
+from console.bench.runmeta import RunMeta
 
 
 def test_an_ended_run_is_reread_only_when_its_metadata_changes(tmp_path: Path):
-    run = RunDir.create(tmp_path, "sweep", {"kind": "campaign", "status": "done", "cells": []})
+    run = RunDir.create(tmp_path, "sweep", RunMeta(kind="campaign", status="done"))
     first = list_runs(tmp_path)
     assert [r.status for r in first] == ["done"]
     again = list_runs(tmp_path)
@@ -24,8 +25,27 @@ def test_an_ended_run_is_reread_only_when_its_metadata_changes(tmp_path: Path):
 
 
 def test_running_and_created_runs_are_always_reread(tmp_path: Path):
-    RunDir.create(tmp_path, "bench", {"kind": "bench", "status": "created", "cells": []})
+    RunDir.create(tmp_path, "bench", RunMeta(kind="bench", status="created"))
     first = list_runs(tmp_path)
     second = list_runs(tmp_path)
     assert first[0].status == "created"
     assert second[0] is not first[0]
+
+
+def test_a_running_runs_progress_says_when_it_was_updated(tmp_path: Path):
+    """`runs list --json` carries progress.json's `updated_wall` (how fresh the count is)."""
+    run = RunDir.create(tmp_path, "sweep", RunMeta(kind="campaign", status="running"))
+    run.claim()  # owned by this live process: the run is running, not interrupted
+    run.write_text(
+        "progress.json",
+        '{"cell": "c", "level": 1, "done": 3, "planned": 8, "updated_wall": 1795978721.5}',
+    )
+    row = list_runs(tmp_path)[0].to_json()
+    assert row["status"] == "running"
+    assert row["progress"] == {
+        "cell": "c",
+        "level": 1,
+        "done": 3,
+        "planned": 8,
+        "updated_wall": 1795978721.5,
+    }

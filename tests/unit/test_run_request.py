@@ -12,6 +12,7 @@ import pytest
 from console.bench.launch import create_run, stored_demo, stored_request
 from console.bench.request import BenchRequest, CampaignRequest, request_from_json
 from console.bench.rundir import RunDir
+from console.bench.runmeta import RunMeta
 from console.core.errors import ConsoleError, UsageError
 from tests.conftest import REPO
 
@@ -96,9 +97,9 @@ def test_a_run_stores_its_request(tmp_path: Path) -> None:
     assert stored_request(run) == request
     assert stored_demo(run) is True
     meta = run.meta()
-    assert meta["kind"] == "bench"
-    assert meta["status"] == "created"
-    assert [lv["concurrency"] for lv in meta["levels"]] == [1, 2]
+    assert meta.kind == "bench"
+    assert meta.status == "created"
+    assert [lv["concurrency"] for lv in meta.levels or ()] == [1, 2]
 
 
 def test_a_campaign_run_from_before_requests_still_resumes(tmp_path: Path) -> None:
@@ -107,8 +108,8 @@ def test_a_campaign_run_from_before_requests_still_resumes(tmp_path: Path) -> No
     run = RunDir.create(
         tmp_path,
         "old",
-        {"kind": "campaign", "status": "interrupted", "spec": spec.model_dump(mode="json"),
-         "campaign_file": "/x/c.toml", "fingerprint": {"demo": False}, "cells": []},
+        RunMeta(kind="campaign", status="interrupted", spec=spec.model_dump(mode="json"),
+                campaign_file="/x/c.toml", fingerprint={"demo": False}),
     )  # fmt: skip
     request = stored_request(run)
     assert isinstance(request, CampaignRequest)

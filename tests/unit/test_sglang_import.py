@@ -31,4 +31,4 @@ def test_absent_speculative_algorithm_is_unknown(
     source = tmp_path / "bench.jsonl"
     source.write_text(json.dumps({**ROW, "server_info": server_info}) + "\n")
     run = import_sglang_jsonl(source, tmp_path / "runs", "imported")
-    assert run.meta()["cells"][0]["algorithm"] == algorithm
+    assert run.meta().cells[0].algorithm == algorithm

@@ -118,4 +118,4 @@ def test_disk_runs_serve_rows_and_summaries(run: RunDir) -> None:
     assert summary.run_id == RUN_ID
     assert runs.run_summary("../etc") is None
     assert runs.run_summary("no-such-run") is None
-    assert runs.latest_summary() is summary
+    assert runs.run_summary(RUN_ID) is summary  # read once, then served from memory

@@ -186,8 +186,12 @@ class BenchScreen(ConsoleScreen):
     @work(thread=True, exclusive=True, group="bench-levels")
     def _load_levels(self, run_id: str) -> None:
         # Through the cache of record: a finished run is read once, not rebuilt every second.
-        summary = self.backend.run_summary(run_id)
         row = next((r for r in self.runs if r.run_id == run_id), None)
+        try:
+            summary = self.backend.run_summary(run_id)
+        except ConsoleError as exc:  # one damaged run: said here, the screen goes on
+            self.app.call_from_thread(self._show_levels, Text(exc.message, style="red"))
+            return
         if summary is None:
             why = row.error if row is not None and row.error else "no summary to show"
             self.app.call_from_thread(self._show_levels, Text(f"{run_id}: {why}", style="red"))

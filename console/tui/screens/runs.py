@@ -19,6 +19,7 @@ from textual.widgets import DataTable, Static
 from console.bench.compare import CompareResult, compare_runs
 from console.bench.listing import RunRow
 from console.bench.results import RunSummary
+from console.core.errors import ConsoleError
 from console.tui.backend import Backend
 from console.tui.screens.base import ConsoleScreen
 from console.tui.widgets.filled_table import fill_table
@@ -130,7 +131,11 @@ class RunsScreen(ConsoleScreen):
     def _load_detail(self, run_id: str | None) -> None:
         if run_id is None:
             return
-        summary = self.backend.run_summary(run_id)
+        try:
+            summary = self.backend.run_summary(run_id)
+        except ConsoleError as exc:  # one damaged run: said in its detail, the screen goes on
+            self.app.call_from_thread(self._show_text, exc.message)
+            return
         if summary is None:
             self.app.call_from_thread(self._show_text, self._no_summary(run_id))
             return
@@ -177,8 +182,12 @@ class RunsScreen(ConsoleScreen):
 
     @work(thread=True, exclusive=True, group="runs-detail")
     def _compare(self, first: str, second: str) -> None:
-        a = self.backend.run_summary(first)
-        b = self.backend.run_summary(second)
+        try:
+            a = self.backend.run_summary(first)
+            b = self.backend.run_summary(second)
+        except ConsoleError as exc:
+            self.app.call_from_thread(self._show_text, f"cannot compare: {exc.message}")
+            return
         if a is None or b is None:
             missing = first if a is None else second
             self.app.call_from_thread(self._show_text, f"cannot compare: {missing}: no summary")
