@@ -14,13 +14,23 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from console.core.errors import ConsoleError, UsageError
 
 if TYPE_CHECKING:
+    from console.bench.listing import RunRow
     from console.bench.results import RunSummary
     from console.tui.headless import StaticBackend
+
+
+class RunSource(Protocol):
+    """Where runs come from: the results folder (`DiskRuns`) or a recording's backend."""
+
+    def runs(self) -> list[RunRow]: ...
+
+    def run_summary(self, run_id: str) -> RunSummary | None: ...
+
 
 FORMATS = ("json", "md", "svg", "png")
 # What a snapshot is gathered into: its JSON document (the `snapshot.schema.json` form, built
@@ -147,13 +157,13 @@ def _prefill(store: Any, folder: Path, history_s: float) -> str | None:
     return str(newest)
 
 
-def _latest_run(backend: Any) -> RunSummary | None:
+def _latest_run(backend: RunSource) -> RunSummary | None:
     """The newest run the backend serves that has a summary (live: the results folder,
     through each run's cache of record; a recording: as it was recorded)."""
     for row in reversed(backend.runs()):
         if row.error is None:
             try:
-                summary: RunSummary | None = backend.run_summary(row.run_id)
+                summary = backend.run_summary(row.run_id)
             except ConsoleError:
                 continue  # a damaged run: the newest readable one is reported
             if summary is not None:
