@@ -147,7 +147,7 @@ class RunsScreen(ConsoleScreen):
             return f"{run_id}: unreadable: {row.error}"
         if self.backend.replay is not None:
             return f"{run_id}: the recording kept no summary of this run"
-        return f"{run_id}: unreadable (its run.json cannot be read)"
+        return f"{run_id}: gone (its folder or run.json is no longer there)"
 
     def _show_text(self, text: str) -> None:
         self.query_one("#detail-text", Static).update(Text(text, style="red"))
