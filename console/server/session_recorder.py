@@ -118,8 +118,9 @@ class SessionRecorder:
         when its summary changed)."""
         self._building: str | None = None
         """The run whose summary the worker thread is building."""
-        self._built: dict[str, RecordedSummary | None] = {}
-        """What the worker built, for the next poll to record (None: unreadable or gone)."""
+        self._built: dict[str, RecordedSummary | str | None] = {}
+        """What the worker built, for the next poll to record: a summary, why the run is
+        unreadable, or None (gone)."""
         self.files: list[Path] = []
         # Flushes come from the event loop and from worker threads (events).
         self._prune_lock = threading.Lock()
@@ -232,7 +233,9 @@ class SessionRecorder:
                 self._summaries_due.insert(0, self._summaries_due.pop())
                 return
         self._summaries_due.pop()
-        if summary is not None and self._summarized.get(run_id) != summary:
+        if isinstance(summary, str):  # unreadable: the recording says why, and goes on
+            writer.event(now, summary)
+        elif summary is not None and self._summarized.get(run_id) != summary:
             self._summarized[run_id] = summary
             writer.run_summary(now, run_id, summary.to_json())
 
@@ -251,10 +254,13 @@ class SessionRecorder:
         self._building = run_id
 
         def build() -> None:
+            summary: RecordedSummary | str | None
             try:
                 summary = source(run_id)
-            except (ConsoleError, OSError, ValueError, TypeError, KeyError):
-                summary = None  # one unreadable run is skipped; the recording goes on
+            except ConsoleError as exc:
+                summary = exc.message  # one unreadable run is said; the recording goes on
+            except (OSError, ValueError, TypeError, KeyError) as exc:
+                summary = f"run {run_id} is unreadable: {exc}"
             self._built[run_id] = summary
             self._building = None
 

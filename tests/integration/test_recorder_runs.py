@@ -102,6 +102,8 @@ async def test_summaries_are_built_off_the_loop_and_a_damaged_run_stops_nothing(
     frames = read_recording(rec.path).frames
     summaries = [f for f in frames if f.kind == "run_summary"]
     assert len(summaries) == 1
+    said = [str(f.data["v"]) for f in frames if f.kind == "event"]
+    assert any(f"run {DAMAGED} is unreadable" in text and "Is a directory" in text for text in said)
     assert [f.kind for f in frames].count("poll") >= 5
 
 
