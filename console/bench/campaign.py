@@ -14,7 +14,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Protocol
 
 import httpx
 
@@ -184,9 +184,10 @@ class CampaignRunner:
 
     # -- bookkeeping ---------------------------------------------------------------------
 
-    def _cell_meta(self, cell: CellPlan, traits: CellTraits | None = None, **changes: Any) -> None:
-        """Record the cell in run.json (added on first sight), with the traits known and
-        `changes` (`CellMeta` fields) set."""
+    def _cell_meta(
+        self, cell: CellPlan, change: Callable[[CellMeta], CellMeta] | None = None
+    ) -> None:
+        """Record the cell in run.json (added on first sight), changed by `change`."""
         meta = self.run.meta()
         entry = meta.cell(cell.cell_id)
         if entry is None:
@@ -198,9 +199,7 @@ class CampaignRunner:
                     variant=cell.variant,
                 )
             )
-        if traits is not None:
-            entry = traits.apply(entry)
-        self.run.write_meta(meta.with_cell(replace(entry, **changes)))
+        self.run.write_meta(meta.with_cell(entry if change is None else change(entry)))
 
     def _cells_on_disk(self) -> list[CellMeta]:
         return list(self.run.meta().cells)
@@ -228,7 +227,11 @@ class CampaignRunner:
         attempts = self.run.meta().attempts
         self.attempt = len(attempts) + 1
         started = Attempt(attempt=self.attempt, pid=os.getpid(), started_wall=time.time())
-        self.run.update_meta(status="running", pid=os.getpid(), attempts=(*attempts, started))
+        self.run.update_meta(
+            lambda meta: replace(
+                meta, status="running", pid=os.getpid(), attempts=(*attempts, started)
+            )
+        )
         await self._stop_leftovers()
         for cell in self.cells:
             self._cell_meta(cell)
@@ -248,7 +251,9 @@ class CampaignRunner:
         finally:
             self.run.release()
             try:
-                self.run.update_meta(status=status, ended_wall=time.time())
+                self.run.update_meta(
+                    lambda meta: replace(meta, status=status, ended_wall=time.time())
+                )
                 write_summaries(self.run)
             except RunWriteError:
                 pass
@@ -271,7 +276,7 @@ class CampaignRunner:
         if not pending:
             self.on_event(f"{cell.cell_id}: already done, skipped")
             return
-        self._cell_meta(cell, status="starting", reason=None)
+        self._cell_meta(cell, lambda c: replace(c, status="starting", reason=None))
         started: ServerHandle | None = cell.fixed
         if started is None:
             assert self.control is not None
@@ -285,7 +290,8 @@ class CampaignRunner:
                     self.on_event,
                 )
             except ServerStartFailed as exc:
-                self._cell_meta(cell, status="failed", reason=exc.message)
+                why = exc.message
+                self._cell_meta(cell, lambda c: replace(c, status="failed", reason=why))
                 self.on_event(f"{cell.cell_id}: FAILED to start: {exc.message}")
                 write_summaries(self.run)
                 return
@@ -316,18 +322,20 @@ class CampaignRunner:
             version = (info or {}).get("version")
             self._cell_meta(
                 cell,
-                derived,
-                status="running",
-                server_id=server.server_id,
-                url=server.url,
-                gpus=tuple(server.gpus),
-                plan=None if server.plan is None else server.plan.to_json(),
-                server_info=redact_server_info(info),
-                sglang_version=None if version is None else str(version),
-                time_scale=scale,
+                lambda c: replace(
+                    derived.apply(c),
+                    status="running",
+                    server_id=server.server_id,
+                    url=server.url,
+                    gpus=tuple(server.gpus),
+                    plan=None if server.plan is None else server.plan.to_json(),
+                    server_info=redact_server_info(info),
+                    sglang_version=None if version is None else str(version),
+                    time_scale=scale,
+                ),
             )
             if scale != 1.0:
-                self.run.update_meta(time_scale=scale)
+                self.run.update_meta(lambda meta: replace(meta, time_scale=scale))
             recorder = TelemetryRecorder(
                 self.run,
                 self.gpu_backend,
@@ -347,7 +355,7 @@ class CampaignRunner:
             finally:
                 await recorder.stop()
         if not self.stop.is_set():
-            self._cell_meta(cell, status="done")
+            self._cell_meta(cell, lambda c: replace(c, status="done"))
 
     async def _run_level(
         self, cell: CellPlan, client: httpx.AsyncClient, target: Target, level: LevelSpec
@@ -425,7 +433,7 @@ class CampaignRunner:
         if level_summary is not None:
             self.on_event(_level_line(cell.cell_id, level_summary))
         if failure:
-            self._cell_meta(cell, status="failed", reason=failure)
+            self._cell_meta(cell, lambda c: replace(c, status="failed", reason=failure))
             self.on_event(f"{cell.cell_id}: FAILED: {failure}")
             return None
         return outcome

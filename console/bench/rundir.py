@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from console.bench.results import JsonDict, JsonObject
 from console.bench.runmeta import SCHEMA_VERSION, RunMeta
@@ -108,9 +108,10 @@ class RunDir:
     def write_meta(self, meta: RunMeta) -> None:
         self._guard(lambda: atomic_write_json(self.path / "run.json", meta.to_json()))
 
-    def update_meta(self, **changes: Any) -> RunMeta:
-        """`run.json` with some fields replaced (names and types as `RunMeta` has them)."""
-        meta = replace(self.meta(), **changes)
+    def update_meta(self, change: Callable[[RunMeta], RunMeta]) -> RunMeta:
+        """Read `run.json`, change it (`lambda meta: replace(meta, status="done")`: mypy
+        checks the fields) and write it back."""
+        meta = change(self.meta())
         self.write_meta(meta)
         return meta
 

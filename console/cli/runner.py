@@ -168,12 +168,15 @@ def _run_request(args: argparse.Namespace) -> int:
         request = stored_request(run)
         services = Services.create(demo=stored_demo(run))
         if run.meta().fingerprint is None:
-            run.update_meta(fingerprint=rc.fingerprint(services))
+            run.update_meta(
+                lambda meta: dataclasses.replace(meta, fingerprint=rc.fingerprint(services))
+            )
         runner = build_runner(args, services, run, request)
     except ConsoleError as exc:
         # A run that never started says why in its own folder (`runs list`, the TUI).
+        why = exc.message
         if run.meta().status == "created":
-            run.update_meta(status="failed", error=exc.message)
+            run.update_meta(lambda meta: dataclasses.replace(meta, status="failed", error=why))
         raise
     rc.say(args, f"run {run.run_id} -> {run.path}")
     status = rc.execute(args, runner)

@@ -8,6 +8,7 @@ import asyncio
 import shutil
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -118,12 +119,12 @@ async def test_a_run_that_ends_again_is_recorded_again(
         await wait_for(lambda: GOOD in rec._summarized, "the first summary recorded")
         # Resumed: running under a live owner (this process), then ended again, changed.
         run.claim()
-        run.update_meta(status="running")
+        run.update_meta(lambda meta: replace(meta, status="running"))
         await wait_for(
             lambda: any(r.run_id == GOOD and r.status == "running" for r in rec._runs),
             "the resumed run listed as running",
         )
-        run.update_meta(status="done", name="ended-again")
+        run.update_meta(lambda meta: replace(meta, status="done", name="ended-again"))
         run.release()
         await wait_for(
             lambda: getattr(rec._summarized.get(GOOD), "name", None) == "ended-again",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from console.bench.listing import list_runs
@@ -17,7 +18,7 @@ def test_an_ended_run_is_reread_only_when_its_metadata_changes(tmp_path: Path):
     again = list_runs(tmp_path)
     assert again[0] is first[0]  # unchanged run.json: the row is reused, not re-read
 
-    run.update_meta(status="failed")
+    run.update_meta(lambda meta: replace(meta, status="failed"))
     stat = (run.path / "run.json").stat()
     # Same size and an mtime that may not have ticked: force a visible change.
     os.utime(run.path / "run.json", ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -100,7 +101,9 @@ def test_a_damaged_or_foreign_summary_is_rebuilt_never_trusted(run: RunDir, cont
 
 
 def test_a_running_summary_whose_campaign_died_reads_as_interrupted(run: RunDir) -> None:
-    run.update_meta(status="running")  # and no owner.json: nobody runs it
+    run.update_meta(
+        lambda meta: replace(meta, status="running")
+    )  # and no owner.json: nobody runs it
     load_summary(run)
     forge(run, "cached while running")
     data = json.loads((run.path / "summary.json").read_text())
