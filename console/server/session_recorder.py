@@ -259,8 +259,8 @@ class SessionRecorder:
                 summary = source(run_id)
             except ConsoleError as exc:
                 summary = exc.message  # one unreadable run is said; the recording goes on
-            except (OSError, ValueError, TypeError, KeyError) as exc:
-                summary = f"run {run_id} is unreadable: {exc}"
+            except Exception as exc:  # a worker thread's traceback would garble the TUI
+                summary = f"run {run_id} is unreadable: {type(exc).__name__}: {exc}"
             self._built[run_id] = summary
             self._building = None
 
