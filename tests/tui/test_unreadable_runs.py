@@ -127,3 +127,24 @@ async def test_the_bench_screen_shows_an_unreadable_run_and_carries_on(tmp_path:
         await settle(pilot)
         assert app.is_running
         assert app.return_code is None
+
+
+async def test_the_runs_list_carries_a_run_json_that_is_not_an_object(tmp_path: Path) -> None:
+    root = damaged_runs(tmp_path / "runs")
+    (root / DAMAGED / "run.json").write_text(json.dumps([1, 2, 3]))
+    backend = DiskBackend(root)
+    app = ConsoleApp(backend, mode="runs")
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, RunsScreen)
+        table = screen.query_one("#runs", DataTable)
+        await until(pilot, lambda: table.row_count == 2, what="both runs listed")
+        status = str(table.get_row_at(0)[2])
+        assert status.startswith("unreadable: ")
+        assert "not a JSON object but an array" in status
+        detail = screen.query_one("#detail-text", Static)
+        await until(pilot, lambda: "unreadable" in text_of(detail), what="the reason shown")
+        await pilot.press("down")
+        await until(pilot, lambda: GOOD in text_of(detail), what="the good run's summary")
+        assert app.is_running
