@@ -205,11 +205,15 @@ class CampaignRunner:
         return list(self.run.meta().cells)
 
     def _finished_levels(self, cell: CellPlan) -> set[int]:
-        return {
-            int(row["level"])
-            for row in self.run.read_jsonl("levels.jsonl")
-            if row.get("cell") == cell.cell_id and row.get("status") == "done"
-        }
+        done = set()
+        for row in self.run.read_jsonl("levels.jsonl"):
+            try:
+                record = LevelRecord.from_json(row)
+            except ValueError:
+                continue  # a line no ddconsole wrote: that level runs again
+            if record.cell == cell.cell_id and record.status == "done":
+                done.add(record.level)
+        return done
 
     def _write_progress(self) -> None:
         import json
