@@ -117,12 +117,32 @@ def load_recording(path_text: str) -> Any:
     path = Path(path_text)
     if path.is_dir() or is_telemetry_file(path):
         # A run's telemetry replays as the run: its servers and GPU names from run.json.
-        if not has_telemetry(path if path.is_dir() else path.parent):
+        folder = path if path.is_dir() else path.parent
+        if not has_telemetry(folder):
             raise UsageError(f"{path}: no run telemetry (not a run directory)")
-        return recording_from_run(path)
+        return _with_the_run(recording_from_run(path), folder)
     if not path.exists():
         raise UsageError(f"{path}: no such file")
     return read_recording(path)
+
+
+def _with_the_run(recording: Any, folder: Path) -> Any:
+    """A run folder's recording listing the run itself, with its summary, as a session
+    recording lists the runs it saw (the Runs screen and the snapshot show it)."""
+    from console.bench.listing import run_row
+    from console.bench.rundir import RunDir
+    from console.bench.summary import load_summary
+    from console.telemetry.recording import Frame
+
+    frames = [Frame(0.0, "runs", {"v": [run_row(folder).to_json()]})]
+    try:
+        summary = load_summary(RunDir(folder))
+    except ConsoleError:
+        summary = None  # an unreadable run lists with its reason and no summary
+    if summary is not None:
+        frames.append(Frame(0.0, "run_summary", {"id": folder.name, "v": summary.to_json()}))
+    recording.frames[:0] = frames
+    return recording
 
 
 def _prefill(store: Any, folder: Path, history_s: float) -> str | None:

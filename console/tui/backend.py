@@ -69,7 +69,8 @@ class Backend(Protocol):
 
     def run_summary(self, run_id: str) -> RunSummary | None:
         """One run's summary (live: through its cache of record, `summary.json`; replay: as
-        recorded); None when there is none to show."""
+        recorded); None when there is none to show. Raises a ConsoleError (UnreadableRun)
+        naming the file and the reason when the run's files cannot be read."""
 
     def plan(
         self, profile: str, layout: str, variant: str, replacing: str | None = None

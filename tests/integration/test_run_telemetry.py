@@ -245,3 +245,14 @@ def test_a_run_folder_replay_names_its_gpus(tmp_path: Path) -> None:
     (mixed / "run.json").write_text(json.dumps(meta))
     names = {g["name"] for g in recording_from_run(mixed).header["topology"]["gpus"]}
     assert names == {"GPU"}
+
+
+def test_a_replayed_run_folder_lists_the_run_and_its_summary(tmp_path: Path) -> None:
+    """`ddconsole replay RUN` shows the run on the Runs screen, as recorded in its folder."""
+    run_dir = tmp_path / LEGACY_RUN.name
+    shutil.copytree(LEGACY_RUN, run_dir)
+    replay = ReplayBackend(load_recording(str(run_dir)), runs_root=tmp_path, playing=False)
+    assert [row.run_id for row in replay.runs()] == [LEGACY_RUN.name]
+    summary = replay.run_summary(LEGACY_RUN.name)
+    assert summary is not None
+    assert [c.variant for c in summary.cells] == ["off", "ddtree-b15", "ddtree-b32", "ddtree-b64"]
