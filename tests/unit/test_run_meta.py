@@ -30,7 +30,9 @@ def without_nulls(value: Any) -> Any:
 def test_a_fixture_run_json_reads_and_writes_back_the_same(run_id: str, tmp_path: Path) -> None:
     original = json.loads((RUNS / run_id / "run.json").read_text())
     meta = RunMeta.from_json(original)
-    assert meta.kind == "campaign" and meta.cells and meta.attempts
+    assert meta.kind == "campaign"
+    assert meta.cells
+    assert meta.attempts
     assert all(isinstance(cell, CellMeta) for cell in meta.cells)
     written = meta.to_json()
     # Only null-valued keys (a cell's `reason`, ...) are dropped; everything else is kept,
