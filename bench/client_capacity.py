@@ -35,6 +35,7 @@ from console.bench.cells import CellTraits
 from console.bench.client import Endpoint, make_client, run_request
 from console.bench.levels import LevelSpec, Target, run_level
 from console.bench.rundir import RunDir
+from console.bench.runmeta import RunMeta
 from console.bench.workload import Workload
 from console.core.net import free_port
 
@@ -79,7 +80,7 @@ def capacity(url: str, streams: int, tokens: int, rounds: int) -> list[tuple[int
     out = []
     with tempfile.TemporaryDirectory() as folder:
         for index in range(rounds):
-            run = RunDir.create(Path(folder), f"capacity-{index}", {"kind": "bench", "cells": []})
+            run = RunDir.create(Path(folder), f"capacity-{index}", RunMeta(kind="bench"))
             cell = CellPlan(url, None, None, None, CellTraits(), StartedServer(None, url))
             levels = [LevelSpec(0, streams, None, streams * 2, None, warmup=0)]
             runner = CampaignRunner(
