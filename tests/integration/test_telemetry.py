@@ -283,12 +283,14 @@ def test_one_failing_gpu_degrades_only_that_gpu():
 
 
 def test_a_hanging_nvml_call_stalls_the_source_not_the_loop():
-    fake = FakePynvml([FakeDevice(hang_seconds=1.5)])
+    hang_s = 1.5
+    fake = FakePynvml([FakeDevice(hang_seconds=hang_s)])
     store, gaps = asyncio.run(_gpu_poll(NvmlBackend(fake), times=4, interval=0.2))
     assert store.statuses()[SourceId.GPUS].state is SourceState.STALLED
     assert "NVML call still running" in (store.statuses()[SourceId.GPUS].reason or "")
-    # The loop kept ticking every 10 ms throughout.
-    assert max(gaps) < 0.1
+    # The loop kept ticking throughout: a blocked loop would show a gap as long as the hang;
+    # a third of it leaves room for a busy machine's scheduling.
+    assert max(gaps) < hang_s / 3
     # Skipped, not queued: one call in flight at most.
     assert fake.calls["nvmlDeviceGetUtilizationRates"] <= 2
 
