@@ -209,7 +209,9 @@ def test_measurements_match_the_simulators_ground_truth(tmp_path: Path):
     # TTFT: the simulator stamps a request when it enters the server and when its first chunk
     # leaves; a client also pays the loopback round trip, measured here with a bare socket.
     transport = statistics.median(bare) - statistics.median(bare_truth)
-    assert 0 <= transport < 0.003
+    # A sanity bound only (a loopback round trip, not a network); what it must be exactly
+    # does not matter, since it is subtracted below.
+    assert 0 <= transport < 0.05
     true_ttft = statistics.median(r["ttft_s"] for r in single_truth)
     # The client's cost on top of the truth (budget <= 1 ms) is bench/client_capacity.py's to
     # show; here the measurement must be right, not off by a step or a chunk (tens of ms), with
