@@ -55,10 +55,6 @@ def _opt_int(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
-def _opt_float(value: Any) -> float | None:
-    return None if value is None else float(value)
-
-
 def _opt_str(value: Any) -> str | None:
     return None if value is None else str(value)
 
@@ -72,16 +68,6 @@ class LevelFacts:
     step_time_s: float | None = None
     tokens_per_chunk: float | None = None
     chunk_accept_mismatch: float | None = None
-
-    @classmethod
-    def from_json(cls, level: Mapping[str, Any]) -> LevelFacts:
-        return cls(
-            concurrency=_opt_int(level.get("concurrency")),
-            accept_length=_opt_float(level.get("accept_length")),
-            step_time_s=_opt_float(level.get("step_time_s")),
-            tokens_per_chunk=_opt_float(level.get("tokens_per_chunk")),
-            chunk_accept_mismatch=_opt_float(level.get("chunk_accept_mismatch")),
-        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,20 +83,6 @@ class CellFacts:
     status: str = "done"
     reason: str | None = None
     levels: tuple[LevelFacts, ...] = ()
-
-    @classmethod
-    def from_json(cls, cell: Mapping[str, Any]) -> CellFacts:
-        return cls(
-            profile=_opt_str(cell.get("profile")),
-            layout=_opt_str(cell.get("layout")),
-            variant=_opt_str(cell.get("variant")),
-            algorithm=_opt_str(cell.get("algorithm")),
-            architecture=_opt_str(cell.get("architecture")),
-            ddtree_budget=_opt_int(cell.get("ddtree_budget")),
-            status=str(cell.get("status") or "pending"),
-            reason=_opt_str(cell.get("reason")),
-            levels=tuple(LevelFacts.from_json(level) for level in cell.get("levels") or ()),
-        )
 
 
 @dataclass(frozen=True, kw_only=True)

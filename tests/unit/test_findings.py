@@ -22,6 +22,7 @@ from console.bench.findings import (
     find_all,
     finding_from_json,
 )
+from console.bench.results import CellSummary
 
 # The reference box's measured shape (DESIGN.md section 1; issue 19): budget, accepted tokens
 # per step, step time derived as accepted / output tok/s.
@@ -193,7 +194,7 @@ def test_each_finding_reads_back_from_its_json() -> None:
         finding_from_json({"kind": "x"})
 
 
-def test_cell_facts_read_a_summary_cell_including_imported_levels_without_step_times() -> None:
+def test_a_summary_cells_facts_include_imported_levels_without_step_times() -> None:
     cell = {
         "cell_id": "c1",
         "profile": "qwen3.6-27b",
@@ -205,9 +206,11 @@ def test_cell_facts_read_a_summary_cell_including_imported_levels_without_step_t
         "server": "s1",
         "status": "done",
         "reason": None,
-        "levels": [{"concurrency": 4, "accept_length": 3.2, "accept_length_note": "lifetime"}],
+        "levels": [
+            {"level": 0, "concurrency": 4, "accept_length": 3.2, "accept_length_note": "lifetime"}
+        ],
     }
-    facts = CellFacts.from_json(cell)
+    facts = CellSummary.from_json(cell).facts()
     assert facts.ddtree_budget == 15
     assert facts.levels == (LevelFacts(concurrency=4, accept_length=3.2),)
     assert find_all([facts]) == []
