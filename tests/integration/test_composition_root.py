@@ -26,6 +26,9 @@ BUILDERS = {
     "SglangSource": {"console/telemetry/hub.py"},
     "TelemetryHub": {"console/server/monitor.py", "console/bench/recorder.py"},
     "Monitor": {"console/cli/services.py"},
+    # The telemetry HTTP client is the hub's; the benchmark's load client (client.py) is
+    # lent to the run's recorder rather than a second one built.
+    "AsyncClient": {"console/telemetry/hub.py", "console/bench/client.py"},
 }
 
 
