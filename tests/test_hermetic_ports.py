@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import tomllib
 
+import pytest
+
 from tests.conftest import (
     REPO,
     SGLANG_DEFAULT_PORT,
@@ -51,13 +53,20 @@ def test_free_port_profiles_move_every_shipped_profile_off_its_port(
         assert not [w for w in plan["warnings"] if w["code"] == "port-busy"], plan["warnings"]
 
 
-def test_a_shipped_profiles_own_port_is_held_while_the_suite_runs(cli):
-    """The session holds the fixed ports (or something else on this host does), so a test
-    that launches a shipped profile on its own port fails on every machine."""
+def test_a_shipped_profiles_own_port_is_held_while_the_suite_runs(cli, hold_fixed_ports):
+    """The session holds the fixed ports, so a test that launches a shipped profile on its
+    own port fails on every machine. A port that another process held when the session
+    began (a real server, another xdist worker) is that process's to hold, and may be
+    released before this test runs: only the ports this session holds are checked."""
+    checked = 0
     for name in LAYOUT:
         plan = _plan(cli, name)
         assert plan["port"] in fixed_ports()
-        assert any(w["code"] == "port-busy" for w in plan["warnings"]), plan["warnings"]
+        if plan["port"] in hold_fixed_ports:
+            assert any(w["code"] == "port-busy" for w in plan["warnings"]), plan["warnings"]
+            checked += 1
+    if not checked:
+        pytest.skip("every shipped profile's port was held by another process at session start")
 
 
 def test_shipped_profile_on_port_changes_only_the_port():

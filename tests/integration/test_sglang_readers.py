@@ -104,9 +104,11 @@ def test_priority_gauges_are_counted_once(tmp_path: Path):
         finally:
             for thread in threads:
                 thread.join(timeout=300)
-    # 3 running (the cap) and 1 queued: the priority="" totals, not totals plus parts.
+    # 3 running (the cap) and 1 queued: the priority="" totals, not totals plus parts. Before
+    # the scheduler admits them all a poll may see fewer running and more queued; never more
+    # than the 4 requests sent, which counting the priority parts twice would show.
     assert (3, 1) in seen, seen
-    assert all((r or 0) <= 3 and (q or 0) <= 1 for r, q in seen), seen
+    assert all((r or 0) <= 3 and (r or 0) + (q or 0) <= 4 for r, q in seen), seen
 
 
 def _level(flush: bool = True) -> LevelSpec:
