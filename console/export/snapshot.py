@@ -1,6 +1,6 @@
 """The headless snapshot: what the console shows, as one JSON document and a Markdown report.
 
-The JSON follows `docs/snapshot.schema.json` (`schema_version` 1): host and topology, the
+The JSON follows `docs/snapshot.schema.json` (`schema_version` 2): host and topology, the
 servers with their plans, a complete metrics reading, the last minutes of history of the
 series the dashboard charts, the state of every source, and the latest run's summary.
 Secrets are masked (`***`) before anything is returned.
@@ -20,7 +20,8 @@ from console.telemetry.reading import store_reading
 from console.telemetry.samples import GpuSample, HostSample, ServerSample
 from console.telemetry.store import TimeSeriesStore
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: stopped/failed servers carry no live figures; their last ones are under `last`."""
 HISTORY_S = 300.0
 
 
@@ -58,16 +59,17 @@ def build_snapshot(
 ) -> dict[str, Any]:
     lifecycle = {str(s.get("id")): s for s in servers}
     gpus = [int(g["index"]) for g in topology.get("gpus", [])]
+    created = time.time()
     document = {
         "schema_version": SCHEMA_VERSION,
         "generator": f"ddconsole {__version__}",
-        "created_wall": time.time(),
+        "created_wall": created,
         "source": source,
         "demo": demo,
         "host": {"hostname": socket.gethostname()},
         "topology": topology,
         "servers": servers,
-        "reading": store_reading(store, lifecycle),
+        "reading": store_reading(store, lifecycle, now_mono=now_mono, now_wall=created),
         "history": history(store, now_mono, history_s, list(lifecycle), gpus),
         "latest_run": None if latest_run is None else latest_run.to_json(),
     }
@@ -92,6 +94,17 @@ def _fmt(value: Any, spec: str, scale: float = 1.0) -> str:
     return "-" if value is None else f"{value * scale:{spec}}"
 
 
+def _cell(value: object) -> str:
+    """A table cell's text: pipes escaped and line breaks flattened, so a reason taken from a
+    log line cannot split or end its row."""
+    text = "" if value is None else str(value)
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _clock(wall: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(wall))
+
+
 def to_markdown(
     snapshot: dict[str, Any], run: RunSummary | None = None, run_table: str | None = None
 ) -> str:
@@ -113,11 +126,17 @@ def to_markdown(
             "| --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         for s in snapshot["servers"]:
-            lines.append(
-                f"| {s.get('id')} | {s.get('profile')} | {s.get('layout')} | {s.get('variant')} "
-                f"| {s.get('state')} | {s.get('port')} | "
-                f"{','.join(map(str, s.get('gpus') or []))} | {s.get('reason') or ''} |"
-            )
+            cells = [
+                s.get("id"),
+                s.get("profile"),
+                s.get("layout"),
+                s.get("variant"),
+                s.get("state"),
+                s.get("port"),
+                ",".join(map(str, s.get("gpus") or [])),
+                s.get("reason"),
+            ]
+            lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     else:
         lines.append("No managed servers.")
     reading = snapshot["reading"]
@@ -139,6 +158,20 @@ def to_markdown(
                 f"{_fmt(s.get('ttft_p99_s'), '.0f', 1000)} | "
                 f"{_fmt(s.get('itl_p50_s'), '.1f', 1000)}/{_fmt(s.get('itl_p99_s'), '.1f', 1000)} |"
             )
+    stopped = [s for s in reading["servers"] if s.get("live") is False]
+    if stopped:
+        lines += ["", "## Stopped servers (last values, not live)", ""]
+        for s in stopped:
+            last = s.get("last")
+            state = s.get("state")
+            if last:
+                lines.append(
+                    f"- {s['id']} ({state}): last {_fmt(last.get('tok_s'), '.1f')} tok/s, "
+                    f"running {_fmt(last.get('running'), '.0f')}, "
+                    f"queued {_fmt(last.get('queued'), '.0f')} at {_clock(last['at_wall'])}"
+                )
+            else:
+                lines.append(f"- {s['id']} ({state}): no figures were read before it stopped")
     lines += ["", "## GPUs", ""]
     gpus = reading["gpus"]
     if gpus:

@@ -2,18 +2,72 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict
 from typing import Any
 
-from console.telemetry.samples import GpuSample
+from console.telemetry.samples import GpuSample, ServerSample
 from console.telemetry.store import TimeSeriesStore
+
+NOT_LIVE_STATES = frozenset({"stopped", "failed", "exited"})
+"""Lifecycle states whose server has no live figures: the store's latest sample for it is
+what it last served, shown apart (`last`) with the time it was taken, never as now."""
+
+SERVER_FIGURES = (
+    "tok_s",
+    "finished_tok_s",
+    "requests_s",
+    "gen_throughput",
+    "running",
+    "queued",
+    "token_usage",
+    "accept_length",
+    "accept_rate",
+    "ttft_p50_s",
+    "ttft_p99_s",
+    "itl_p50_s",
+    "itl_p99_s",
+    "e2e_p50_s",
+    "e2e_p99_s",
+)
+
+
+def _figures(sample: ServerSample) -> dict[str, float | None]:
+    return {
+        "tok_s": sample.decode_tok_s,
+        "finished_tok_s": sample.finished_tok_s,
+        "requests_s": sample.requests_s,
+        "gen_throughput": sample.gen_throughput,
+        "running": sample.running,
+        "queued": sample.queued,
+        "token_usage": sample.token_usage,
+        "accept_length": sample.accept_length,
+        "accept_rate": sample.accept_rate,
+        "ttft_p50_s": sample.ttft_p50_s,
+        "ttft_p99_s": sample.ttft_p99_s,
+        "itl_p50_s": sample.itl_p50_s,
+        "itl_p99_s": sample.itl_p99_s,
+        "e2e_p50_s": sample.e2e_p50_s,
+        "e2e_p99_s": sample.e2e_p99_s,
+    }
 
 
 def store_reading(
-    store: TimeSeriesStore, lifecycle: dict[str, dict[str, Any]]
+    store: TimeSeriesStore,
+    lifecycle: dict[str, dict[str, Any]],
+    *,
+    now_mono: float | None = None,
+    now_wall: float | None = None,
 ) -> dict[str, object]:
     """Everything the store holds now, as plain JSON-able data; `lifecycle` is each managed
-    server's status JSON by id (what `ServerStatus.to_json()` gives)."""
+    server's status JSON by id (what `ServerStatus.to_json()` gives).
+
+    A server whose lifecycle state is stopped or failed carries no live figures (they are
+    null, `live` is false); its last sample is kept apart under `last`, with `at_wall`, the
+    wall time it was taken (`now_mono`/`now_wall` map the store's clock to the wall clock;
+    the process's own clocks by default)."""
+    mono = time.monotonic() if now_mono is None else now_mono
+    wall = time.time() if now_wall is None else now_wall
     latest = store.latest_all()
     statuses = store.statuses()
     gpus = []
@@ -78,25 +132,21 @@ def store_reading(
                     "gpus": list(life.get("gpus") or []),
                 }
             )
-        if server_sample is not None:
-            entry.update(
-                {
-                    "tok_s": server_sample.decode_tok_s,
-                    "finished_tok_s": server_sample.finished_tok_s,
-                    "requests_s": server_sample.requests_s,
-                    "gen_throughput": server_sample.gen_throughput,
-                    "running": server_sample.running,
-                    "queued": server_sample.queued,
-                    "token_usage": server_sample.token_usage,
-                    "accept_length": server_sample.accept_length,
-                    "accept_rate": server_sample.accept_rate,
-                    "ttft_p50_s": server_sample.ttft_p50_s,
-                    "ttft_p99_s": server_sample.ttft_p99_s,
-                    "itl_p50_s": server_sample.itl_p50_s,
-                    "itl_p99_s": server_sample.itl_p99_s,
-                    "e2e_p50_s": server_sample.e2e_p50_s,
-                    "e2e_p99_s": server_sample.e2e_p99_s,
-                }
+        state = life.get("state") if life is not None else None
+        live = state not in NOT_LIVE_STATES
+        figures = _figures(server_sample) if server_sample is not None else None
+        if live:
+            if figures is not None:
+                entry.update(figures)
+            entry["live"] = True
+            entry["last"] = None
+        else:
+            entry.update(dict.fromkeys(SERVER_FIGURES))
+            entry["live"] = False
+            entry["last"] = (
+                None
+                if figures is None or server_sample is None
+                else dict(figures, at_wall=round(wall - (mono - server_sample.t_mono), 3))
             )
         servers.append(entry)
     cost = store.cost()

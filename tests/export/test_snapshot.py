@@ -58,7 +58,7 @@ def test_the_schema_rejects_what_it_documents_as_wrong(tmp_path: Path):
     result = snapshot("--demo", "--out", str(tmp_path), "--format", "json")
     assert result.returncode == 0, result.stderr
     document = json.loads((tmp_path / "snapshot.json").read_text())
-    broken = dict(document, schema_version=2)
+    broken = dict(document, schema_version=1)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(broken, SCHEMA)
     document["reading"]["sources"][0]["state"] = "fine"
