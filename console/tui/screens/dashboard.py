@@ -104,7 +104,7 @@ class DashboardScreen(ConsoleScreen):
         server = self._focus(servers)
         self.query_one(ServerStrip).show(servers, self.focused_server)
         now_pane = self.query_one("#now", Pane)
-        now_pane.put(now_line(store, server, now_pane.size.width or self.size.width))
+        now_pane.put(now_line(store, server, now_pane.size.width or self.size.width, backend.now()))
         self.query_one(GpuTable).show(store, backend.topology, servers)
         self.query_one(SourcesBar).show(store)
         self._charts(backend.now(), server)

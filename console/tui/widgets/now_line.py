@@ -6,18 +6,44 @@ from rich.text import Text
 
 from console.telemetry.samples import ServerSample
 from console.telemetry.store import TimeSeriesStore
-from console.tui.views import ServerView
+from console.tui.views import LIVE_STATES, ServerView
 
 
 def _num(value: float | None, spec: str, scale: float = 1.0) -> str:
     return "-" if value is None else f"{value * scale:{spec}}"
 
 
-def now_line(store: TimeSeriesStore, server: ServerView | None, width: int = 200) -> Text:
-    """One line, or more where the terminal is narrow (fields never split)."""
+def last_line(server: ServerView, sample: ServerSample | None, now: float | None) -> Text:
+    """A stopped or failed server: no live figures; its last ones, dim, marked `last`, with
+    how long before the instant shown they were read."""
+    text = Text.assemble(
+        (f"{server.state} ", "bold red" if server.state == "failed" else "bold"),
+        (server.id, "bold cyan"),
+        "  ",
+    )
+    if sample is None:
+        text.append("no live figures (none were read before it stopped)", style="dim")
+        return text
+    when = "" if now is None else f" read {max(0.0, now - sample.t_mono):.0f} s before now"
+    text.append(
+        f"no live figures · last {_num(sample.decode_tok_s, '.1f')} tok/s, "
+        f"running {_num(sample.running, '.0f')}, queued {_num(sample.queued, '.0f')}, "
+        f"TTFT p50 {_num(sample.ttft_p50_s, '.0f', 1000)} ms{when}",
+        style="dim",
+    )
+    return text
+
+
+def now_line(
+    store: TimeSeriesStore, server: ServerView | None, width: int = 200, now: float | None = None
+) -> Text:
+    """One line, or more where the terminal is narrow (fields never split). `now` is the
+    instant shown (the backend's), for the age of a stopped server's last figures."""
     if server is None:
         return Text("")
     sample = store.server(server.id)
+    if server.state not in LIVE_STATES:
+        return last_line(server, sample if isinstance(sample, ServerSample) else None, now)
     text = Text.assemble(("now ", "bold"), (server.id, "bold cyan"), "  ")
     if not isinstance(sample, ServerSample):
         text.append("no metrics yet", style="dim")
