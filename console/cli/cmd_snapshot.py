@@ -263,6 +263,7 @@ def _gather_recording(args: argparse.Namespace) -> Gathered:
         demo=replay.demo,
         source=f"recording {args.from_recording} at {at:.1f} s",
         history_s=args.history,
+        now_wall=recording.t0_wall + at,
     )
     if recording.damage:
         document["recording_damage"] = recording.damage

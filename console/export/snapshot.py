@@ -56,7 +56,10 @@ def build_snapshot(
     source: str,
     history_s: float = HISTORY_S,
     secret_env: list[str] | None = None,
+    now_wall: float | None = None,
 ) -> dict[str, Any]:
+    """`now_wall` is the wall-clock time of `now_mono` (a recording's instant); the time the
+    snapshot is taken by default. It dates a stopped server's last figures."""
     lifecycle = {str(s.get("id")): s for s in servers}
     gpus = [int(g["index"]) for g in topology.get("gpus", [])]
     created = time.time()
@@ -69,7 +72,9 @@ def build_snapshot(
         "host": {"hostname": socket.gethostname()},
         "topology": topology,
         "servers": servers,
-        "reading": store_reading(store, lifecycle, now_mono=now_mono, now_wall=created),
+        "reading": store_reading(
+            store, lifecycle, now_mono=now_mono, now_wall=created if now_wall is None else now_wall
+        ),
         "history": history(store, now_mono, history_s, list(lifecycle), gpus),
         "latest_run": None if latest_run is None else latest_run.to_json(),
     }

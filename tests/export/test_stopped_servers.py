@@ -141,3 +141,25 @@ def test_the_markdown_report_is_valid_and_shows_last_values_as_last():
     assert f"- kimi (failed): last 26.0 tok/s, running 1, queued 2 at {clock}" in stopped
     # The reason's pipe is escaped, in one row: the Servers table's kimi row keeps 8 cells.
     assert "NCCL error \\| rank 3 exited" in markdown
+
+
+def test_a_recordings_instant_dates_the_last_figures_on_its_own_clock():
+    """`snapshot --from-recording`: the last figures are dated on the recording's wall clock
+    (its t0_wall + position), not the time the snapshot is taken."""
+    store = TimeSeriesStore(100)
+    store.put_latest(sample(970.0, "kimi", 26.0))
+    store.set_status(SourceStatus(name=SourceId.server("kimi"), state=SourceState.OK))
+    store.commit()
+    document = build_snapshot(
+        store=store,
+        now_mono=1000.0,
+        servers=[lifecycle("kimi", "failed", 30102)],
+        topology={"source": "none", "gpus": [], "numa_nodes": []},
+        latest_run=None,
+        demo=True,
+        source="recording",
+        now_wall=1_700_000_000.0,
+    )
+    (entry,) = document["reading"]["servers"]
+    assert entry["tok_s"] is None
+    assert entry["last"]["at_wall"] == 1_699_999_970.0
