@@ -103,7 +103,8 @@ def summarize_level(
         label=level.label,
         concurrency=level.concurrency,
         rate=level.rate,
-        status=level.status,
+        # Every request failed: the level failed, whatever the runner recorded (issue 16).
+        status="failed" if requests and not ok else level.status,
         requests=len(ok),
         errors=sum(errors.values()),
         error_kinds=dict(errors),

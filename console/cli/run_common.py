@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     # Types only: `ddconsole --help` does not import the services or the runner.
     from console.bench.campaign import CampaignRunner
     from console.bench.launch import Detached
+    from console.bench.results import RunSummary
     from console.bench.rundir import RunDir
     from console.cli.services import Services
 
@@ -97,7 +98,46 @@ def finish(args: argparse.Namespace, run: RunDir, status: str, resume_hint: str)
         say(args, f"interrupted; {resume_hint}")
         return 130
     failed = [c for c in summary.cells if c.status == "failed"]
+    verdict, failed_level = failure_verdict(summary)
+    if verdict:
+        say(args, verdict)
+    if failed_level:
+        return 1
     return 1 if failed and len(failed) == len(summary.cells) else 0
+
+
+def failure_verdict(summary: RunSummary) -> tuple[str | None, bool]:
+    """The closing line about failed requests, and whether a level failed outright.
+
+    Exit status (issue 16): a level whose every request failed makes the run fail (non-zero,
+    `bench failed: level 0 (concurrency 1): 16/16 requests failed: connection refused` last);
+    some failed requests with no failed level still exit 0 but say
+    `3/16 requests failed (most: HTTP 500 ...)`.
+    """
+    partial: list[str] = []
+    for cell in summary.cells:
+        for level in cell.levels:
+            total = level.requests + level.errors
+            if not level.errors:
+                continue
+            kinds = level.error_kinds
+            most = max(kinds.items(), key=lambda kv: kv[1])[0] if kinds else "?"
+            where = _level_name(level.level, level.concurrency, level.rate)
+            if level.status == "failed" or not level.requests:
+                verb = "campaign" if summary.kind == "campaign" else "bench"
+                prefix = f"{cell.cell_id} " if len(summary.cells) > 1 else ""
+                counted = f"{level.errors}/{total} requests failed"
+                return f"{verb} failed: {prefix}{where}: {counted}: {most}", True
+            partial.append(f"{where}: {level.errors}/{total} requests failed (most: {most})")
+    return ("; ".join(partial) if partial else None), False
+
+
+def _level_name(index: int, concurrency: int | None, rate: float | None) -> str:
+    if concurrency is not None:
+        return f"level {index} (concurrency {concurrency})"
+    if rate is not None:
+        return f"level {index} (rate {rate:g}/s)"
+    return f"level {index}"
 
 
 def report_detached(args: argparse.Namespace, detached: Detached) -> int:
