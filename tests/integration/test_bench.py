@@ -325,7 +325,12 @@ def test_a_crash_mid_level_fails_the_cell_and_the_campaign_goes_on(
         "input_len = 64\noutput_len = 64\nwarmup = 0\n"
     )
     result = dd("campaign", str(campaign), "--demo", "--json")
-    assert result.returncode == 0, result.stderr[-3000:]
+    # A failed level fails the campaign (issue 16): non-zero, the reason on its last line,
+    # while the other cell still ran and the summary is still printed.
+    assert result.returncode == 1, result.stderr[-3000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("campaign failed: "), last
+    assert "level 0 (concurrency 4)" in last
     summary = json.loads(result.stdout)
     crashed, healthy = summary["cells"]
     assert crashed["status"] == "failed"
