@@ -12,6 +12,7 @@ import asyncio
 import os
 import socket
 import time
+from bisect import insort
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Protocol
@@ -33,6 +34,7 @@ from console.bench.results import (
 )
 from console.bench.rundir import RunDir, RunWriteError
 from console.bench.runmeta import Attempt
+from console.bench.stats import percentile
 from console.bench.summary import write_summaries
 from console.bench.tables import fmt
 from console.bench.workload import Workload
@@ -353,7 +355,9 @@ class CampaignRunner:
                 for level in levels:
                     if self.stop.is_set():
                         break
-                    outcome = await self._run_level(cell, client, target, level)
+                    outcome = await self._run_level(
+                        cell, client, target, level, server.server_id or server.url
+                    )
                     if outcome is None:
                         return
             finally:
@@ -362,13 +366,22 @@ class CampaignRunner:
             self._cell_meta(cell, lambda c: replace(c, status="done"))
 
     async def _run_level(
-        self, cell: CellPlan, client: httpx.AsyncClient, target: Target, level: LevelSpec
+        self,
+        cell: CellPlan,
+        client: httpx.AsyncClient,
+        target: Target,
+        level: LevelSpec,
+        server: str,
     ) -> LevelOutcome | None:
         planned = level.requests or 0
-        self._progress = Progress(cell=cell.cell_id, level=level.index, done=0, planned=planned)
+        self._progress = Progress(
+            cell=cell.cell_id, level=level.index, done=0, planned=planned, server=server
+        )
         self._write_progress()
         self.on_event(f"{cell.cell_id}: level {level.index} ({level.label})")
         last_progress = time.monotonic()
+        ttfts: list[float] = []
+        itls: list[float] = []
 
         def on_result(index: int, result: RequestResult) -> None:
             nonlocal last_progress
@@ -383,9 +396,21 @@ class CampaignRunner:
                 },
                 finite=False,
             )
+            if result.error is None:
+                if result.ttft_s is not None:
+                    insort(ttfts, result.ttft_s)
+                if result.itl_s is not None:
+                    insort(itls, result.itl_s)
             self._progress = replace(self._progress, done=self._progress.done + 1)
             if time.monotonic() - last_progress > 1.0:
                 last_progress = time.monotonic()
+                self._progress = replace(
+                    self._progress,
+                    ttft_p50_s=percentile(ttfts, 50),
+                    ttft_p99_s=percentile(ttfts, 99),
+                    itl_p50_s=percentile(itls, 50),
+                    itl_p99_s=percentile(itls, 99),
+                )
                 self._write_progress()
 
         outcome = await run_level(

@@ -20,13 +20,21 @@ from console.core.errors import ConsoleError
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Progress:
     """Where a live campaign is: its cell, its level, requests done of those planned, and
-    when it last said so (`progress.json`, as the campaign writes it)."""
+    when it last said so (`progress.json`, as the campaign writes it). `server` is the
+    managed server's id (or the URL) the level runs against; the latency figures are the
+    client's own, exact, over the level's requests finished so far (on the server's clock,
+    as the level's summary will show them)."""
 
     cell: str | None
     level: int | None
     done: int
     planned: int
     updated_wall: float | None = None
+    server: str | None = None
+    ttft_p50_s: float | None = None
+    ttft_p99_s: float | None = None
+    itl_p50_s: float | None = None
+    itl_p99_s: float | None = None
 
     def to_json(self) -> dict[str, str | int | float | None]:
         return {
@@ -35,6 +43,11 @@ class Progress:
             "done": self.done,
             "planned": self.planned,
             "updated_wall": self.updated_wall,
+            "server": self.server,
+            "ttft_p50_s": self.ttft_p50_s,
+            "ttft_p99_s": self.ttft_p99_s,
+            "itl_p50_s": self.itl_p50_s,
+            "itl_p99_s": self.itl_p99_s,
         }
 
     @classmethod
@@ -42,17 +55,25 @@ class Progress:
         if not isinstance(data, dict):
             return None
         level, done, planned = data.get("level"), data.get("done"), data.get("planned")
-        cell, updated = data.get("cell"), data.get("updated_wall")
+        cell, server = data.get("cell"), data.get("server")
+
+        def number(name: str) -> float | None:
+            value = data.get(name)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                return float(value)
+            return None
+
         return cls(
             cell=None if cell is None else str(cell),
             level=level if isinstance(level, int) else None,
             done=done if isinstance(done, int) else 0,
             planned=planned if isinstance(planned, int) else 0,
-            updated_wall=(
-                float(updated)
-                if isinstance(updated, int | float) and not isinstance(updated, bool)
-                else None
-            ),
+            updated_wall=number("updated_wall"),
+            server=None if server is None else str(server),
+            ttft_p50_s=number("ttft_p50_s"),
+            ttft_p99_s=number("ttft_p99_s"),
+            itl_p50_s=number("itl_p50_s"),
+            itl_p99_s=number("itl_p99_s"),
         )
 
 

@@ -8,6 +8,10 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from console.cli.render import print_json, table
+from console.telemetry.reading import latency_pair, latency_scope
+
+METRICS_SCHEMA_VERSION = 1
+"""The version of `--json`'s shape, documented in docs/metrics.schema.json."""
 
 if TYPE_CHECKING:
     from console.server.monitor import Monitor
@@ -55,8 +59,13 @@ def _metrics(args: argparse.Namespace) -> int:
         if not url.startswith(("http://", "https://")):
             raise UsageError(f"--url {url}: give a full URL such as http://127.0.0.1:30000")
     services = Services.create(demo=bool(getattr(args, "demo", False)))
+    # --once reads latency buckets once (since each server started); --watch every tick, so
+    # its window exists from the second one.
     monitor = services.monitor(
-        urls=tuple(args.url), interval_s=args.interval, with_servers=not args.no_managed
+        urls=tuple(args.url),
+        interval_s=args.interval,
+        with_servers=not args.no_managed,
+        histogram_every=0 if args.once else 1,
     )
     if args.once:
         return asyncio.run(_once(monitor, args))
@@ -71,7 +80,7 @@ async def _once(monitor: Monitor, args: argparse.Namespace) -> int:
         data = reading(monitor)
     finally:
         await monitor.stop()
-    data["time"] = time.time()
+    data = {"schema_version": METRICS_SCHEMA_VERSION, "time": time.time(), **data}
     data["interval_s"] = args.interval
     if args.json:
         print_json(data)
@@ -177,10 +186,8 @@ def _print_reading(data: dict[str, Any]) -> None:  # a metrics reading's JSON, n
                     _fmt(server.get("queued"), ".0f"),
                     _fmt(server.get("token_usage"), ".0f", 100, "%"),
                     _fmt(server.get("accept_length"), ".2f"),
-                    f"{_fmt(server.get('ttft_p50_s'), '.0f', 1000)}/"
-                    f"{_fmt(server.get('ttft_p99_s'), '.0f', 1000)}",
-                    f"{_fmt(server.get('itl_p50_s'), '.1f', 1000)}/"
-                    f"{_fmt(server.get('itl_p99_s'), '.1f', 1000)}",
+                    latency_pair(server, "ttft"),
+                    latency_pair(server, "itl"),
                     source["state"] + (f": {source['reason']}" if source["reason"] else ""),
                 ]
             )
@@ -202,6 +209,9 @@ def _print_reading(data: dict[str, Any]) -> None:  # a metrics reading's JSON, n
                 rows,
             )
         )
+        scopes = {latency_scope(server) for server in data["servers"]} - {""}
+        if scopes:
+            print("latency percentiles: " + "; ".join(sorted(scopes)))
     console = data["console"]
     if console:
         print(f"\nconsole: {_fmt(console['cpu_pct'], '.1f', suffix='%')} of one core")
@@ -214,8 +224,12 @@ async def _watch(monitor: Monitor, args: argparse.Namespace) -> int:
     try:
         await asyncio.sleep(args.interval * 1.1)
         while True:
-            data = reading(monitor)
-            data["time"] = time.time()
+            data = {
+                "schema_version": METRICS_SCHEMA_VERSION,
+                "time": time.time(),
+                **reading(monitor),
+                "interval_s": args.interval,
+            }
             if args.json:
                 import json
 
@@ -242,7 +256,8 @@ def _line(data: dict[str, Any]) -> str:  # a metrics reading's JSON, not run dat
             f"{server['id']} {_fmt(server.get('tok_s'), '.1f')} tok/s"
             f" acc {_fmt(server.get('accept_length'), '.2f')}"
             f" run {_fmt(server.get('running'), '.0f')} q {_fmt(server.get('queued'), '.0f')}"
-            f" ttft50 {_fmt(server.get('ttft_p50_s'), '.0f', 1000)}ms"
+            f" ttft p50/p99 {latency_pair(server, 'ttft')} ms"
+            f" itl p50/p99 {latency_pair(server, 'itl')} ms"
             f" [{server['metrics_source']['state']}]"
         )
     return " | ".join(parts)

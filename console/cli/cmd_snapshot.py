@@ -202,7 +202,8 @@ def _gather_live(args: argparse.Namespace) -> Gathered:
     services = Services.create(demo=bool(args.demo))
     store = TimeSeriesStore()
     prefilled = _prefill(store, services.state.recordings, args.history)
-    monitor = services.monitor(store=store)
+    # One reading: latency percentiles since each server started (no window exists yet).
+    monitor = services.monitor(store=store, histogram_every=0)
 
     async def read() -> None:
         try:

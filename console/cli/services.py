@@ -68,11 +68,13 @@ class Services:
         store: TimeSeriesStore | None = None,
         manager: ServerManager | None = None,
         sync_interval_s: float = 0.25,
+        histogram_every: int | None = None,
     ) -> Monitor:
         """The one place a monitor (and through it a telemetry hub) is built for this host:
         the TUI, `metrics`, `snapshot` and `record` all come here. `manager`: the front end's
         own (the TUI acts through it), else a fresh one when `with_servers`."""
         from console.server.monitor import Monitor
+        from console.telemetry.sglang_source import HISTOGRAM_EVERY
 
         if manager is None and with_servers:
             manager = self.manager()
@@ -85,6 +87,7 @@ class Services:
             urls=urls,
             store=store,
             sync_interval_s=sync_interval_s,
+            histogram_every=HISTOGRAM_EVERY if histogram_every is None else histogram_every,
         )
 
     def live_backend(

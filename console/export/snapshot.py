@@ -1,6 +1,6 @@
 """The headless snapshot: what the console shows, as one JSON document and a Markdown report.
 
-The JSON follows `docs/snapshot.schema.json` (`schema_version` 2): host and topology, the
+The JSON follows `docs/snapshot.schema.json` (`schema_version` 3): host and topology, the
 servers with their plans, a complete metrics reading, the last minutes of history of the
 series the dashboard charts, the state of every source, and the latest run's summary.
 Secrets are masked (`***`) before anything is returned.
@@ -16,11 +16,11 @@ from console import __version__
 from console.bench.results import RunSummary
 from console.core.redact import redact_json, secret_values
 from console.telemetry.keys import SourceId
-from console.telemetry.reading import store_reading
+from console.telemetry.reading import latency_pair, latency_scope, store_reading
 from console.telemetry.samples import GpuSample, HostSample, ServerSample
 from console.telemetry.store import TimeSeriesStore
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """2: stopped/failed servers carry no live figures; their last ones are under `last`."""
 HISTORY_S = 300.0
 
@@ -152,17 +152,21 @@ def to_markdown(
             "## Server metrics (now)",
             "",
             "| server | output tok/s | accept length | running | queued | TTFT p50/p99 ms "
-            "| ITL p50/p99 ms |",
-            "| --- | --- | --- | --- | --- | --- | --- |",
+            "| ITL p50/p99 ms | latency over |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         for s in metrics:
             lines.append(
                 f"| {s['id']} | {_fmt(s.get('tok_s'), '.1f')} | "
                 f"{_fmt(s.get('accept_length'), '.2f')} | {_fmt(s.get('running'), '.0f')} | "
-                f"{_fmt(s.get('queued'), '.0f')} | {_fmt(s.get('ttft_p50_s'), '.0f', 1000)}/"
-                f"{_fmt(s.get('ttft_p99_s'), '.0f', 1000)} | "
-                f"{_fmt(s.get('itl_p50_s'), '.1f', 1000)}/{_fmt(s.get('itl_p99_s'), '.1f', 1000)} |"
+                f"{_fmt(s.get('queued'), '.0f')} | {_cell(latency_pair(s, 'ttft'))} | "
+                f"{_cell(latency_pair(s, 'itl'))} | {_cell(latency_scope(s) or '-')} |"
             )
+        lines += [
+            "",
+            "Latency percentiles come from SGLang's histogram buckets: a value is shown where "
+            "its bucket resolves it, else the bucket (`<100` is under SGLang's first bound).",
+        ]
     stopped = [s for s in reading["servers"] if s.get("live") is False]
     if stopped:
         lines += ["", "## Stopped servers (last values, not live)", ""]
@@ -173,7 +177,8 @@ def to_markdown(
                 lines.append(
                     f"- {s['id']} ({state}): last {_fmt(last.get('tok_s'), '.1f')} tok/s, "
                     f"running {_fmt(last.get('running'), '.0f')}, "
-                    f"queued {_fmt(last.get('queued'), '.0f')} at {_clock(last['at_wall'])}"
+                    f"queued {_fmt(last.get('queued'), '.0f')}, "
+                    f"TTFT p50/p99 {latency_pair(last, 'ttft')} ms at {_clock(last['at_wall'])}"
                 )
             else:
                 lines.append(f"- {s['id']} ({state}): no figures were read before it stopped")

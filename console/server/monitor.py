@@ -26,6 +26,7 @@ from console.telemetry.blocking import BlockingCaller, Stalled
 from console.telemetry.host_source import HostBackend, WatchedServer
 from console.telemetry.hub import TelemetryHub, watch_urls
 from console.telemetry.keys import SourceId
+from console.telemetry.sglang_source import HISTOGRAM_EVERY
 from console.telemetry.store import DEFAULT_CAPACITY, TimeSeriesStore
 from console.topology.model import Topology
 
@@ -62,6 +63,7 @@ class Monitor:
         capacity: int = DEFAULT_CAPACITY,
         watch_gpus: bool = True,
         sync_interval_s: float = 0.25,
+        histogram_every: int = HISTOGRAM_EVERY,
         store: TimeSeriesStore | None = None,
         external: bool | None = None,
         external_scanner: ExternalScanner | None = None,
@@ -71,7 +73,12 @@ class Monitor:
         scanner (and implies `external`)."""
         self.manager = manager
         self.interval_s = interval_s
-        self.hub = TelemetryHub(interval_s=interval_s, capacity=capacity, store=store)
+        self.hub = TelemetryHub(
+            interval_s=interval_s,
+            capacity=capacity,
+            store=store,
+            histogram_every=histogram_every,
+        )
         self.store = self.hub.store
         self.poller = self.hub.poller
         self.sync_interval_s = sync_interval_s

@@ -1,4 +1,5 @@
-"""Rates from counters and percentiles from histogram bucket deltas, reset-safe (pure)."""
+"""Rates from counters and histogram bucket deltas, reset-safe (pure); quantiles are in
+`console.telemetry.quantile`."""
 
 from __future__ import annotations
 
@@ -34,22 +35,3 @@ def histogram_delta(older: Histogram | None, newer: Histogram | None) -> Histogr
         newer.total - older.total,
         newer.sum - older.sum,
     )
-
-
-def quantile(q: float, histogram: Histogram | None) -> float | None:
-    """Prometheus' histogram_quantile: linear interpolation inside the bucket holding rank q."""
-    if histogram is None or histogram.total <= 0:
-        return None
-    rank = q * histogram.total
-    previous_bound = 0.0
-    previous_count = 0.0
-    for bound, count in zip(histogram.bounds, histogram.counts, strict=True):
-        if count >= rank:
-            if math.isinf(bound):
-                return previous_bound
-            in_bucket = count - previous_count
-            if in_bucket <= 0:
-                return bound
-            return previous_bound + (bound - previous_bound) * (rank - previous_count) / in_bucket
-        previous_bound, previous_count = bound, count
-    return previous_bound

@@ -18,7 +18,7 @@ from console.telemetry.gpu_source import GpuSource
 from console.telemetry.host_source import HostBackend, HostSource, WatchedServer
 from console.telemetry.keys import SourceId
 from console.telemetry.poller import Poller
-from console.telemetry.sglang_source import SglangSource
+from console.telemetry.sglang_source import HISTOGRAM_EVERY, SglangSource
 from console.telemetry.source import PollResult
 from console.telemetry.store import DEFAULT_CAPACITY, TimeSeriesStore
 
@@ -49,8 +49,12 @@ class TelemetryHub:
         capacity: int = DEFAULT_CAPACITY,
         store: TimeSeriesStore | None = None,
         client: httpx.AsyncClient | None = None,
+        histogram_every: int = HISTOGRAM_EVERY,
     ) -> None:
+        """`histogram_every`: how often SGLang sources read latency buckets, in ticks (0:
+        on their first tick only, for one-shot readings)."""
         self.interval_s = interval_s
+        self.histogram_every = histogram_every
         self.store = store if store is not None else TimeSeriesStore(capacity)
         self.poller = Poller(self.store)
         self._own_client = client is None
@@ -86,7 +90,12 @@ class TelemetryHub:
         if source not in self.poller.sources:
             self.poller.add(
                 SglangSource(
-                    source.name, url, self.client, interval_s=self.interval_s, api_key=api_key
+                    source.name,
+                    url,
+                    self.client,
+                    interval_s=self.interval_s,
+                    api_key=api_key,
+                    histogram_every=self.histogram_every,
                 )
             )
 

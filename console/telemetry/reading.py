@@ -6,6 +6,7 @@ import time
 from dataclasses import asdict
 from typing import Any
 
+from console.telemetry.quantile import Quantile, format_quantile
 from console.telemetry.samples import GpuSample, ServerSample
 from console.telemetry.store import TimeSeriesStore
 
@@ -29,10 +30,45 @@ SERVER_FIGURES = (
     "itl_p99_s",
     "e2e_p50_s",
     "e2e_p99_s",
+    "latency",
 )
 
 
-def _figures(sample: ServerSample) -> dict[str, float | None]:
+def latency_json(sample: ServerSample) -> dict[str, object]:
+    """Each latency percentile with its histogram bucket, and what they cover."""
+    out: dict[str, object] = {
+        "scope": sample.latency_scope,
+        "window_s": None if sample.latency_window_s is None else round(sample.latency_window_s, 3),
+    }
+    for name in ServerSample.LATENCY:
+        found = sample.quantile(name)
+        out[name.removesuffix("_s")] = None if found is None else found.to_json()
+    return out
+
+
+def latency_pair(entry: dict[str, Any], kind: str) -> str:
+    """A reading's server entry's `kind` (ttft, itl, e2e) p50/p99 in ms, each as its
+    histogram bucket supports it: `<100/<100`, `38/42`, `40-60/100-200`."""
+    latency = entry.get("latency")
+    found = [
+        Quantile.from_json(latency.get(f"{kind}_{q}")) if isinstance(latency, dict) else None
+        for q in ("p50", "p99")
+    ]
+    return "/".join(format_quantile(q, suffix=False) for q in found)
+
+
+def latency_scope(entry: dict[str, Any]) -> str:
+    """What a reading's server entry's latency percentiles cover, in words ('' unknown)."""
+    latency = entry.get("latency")
+    if not isinstance(latency, dict) or latency.get("scope") is None:
+        return ""
+    if latency["scope"] == "since_start":
+        return "since server start (no window yet)"
+    window = latency.get("window_s")
+    return f"last {window:.0f} s" if isinstance(window, int | float) else "window"
+
+
+def _figures(sample: ServerSample) -> dict[str, object]:
     return {
         "tok_s": sample.decode_tok_s,
         "finished_tok_s": sample.finished_tok_s,
@@ -49,6 +85,7 @@ def _figures(sample: ServerSample) -> dict[str, float | None]:
         "itl_p99_s": sample.itl_p99_s,
         "e2e_p50_s": sample.e2e_p50_s,
         "e2e_p99_s": sample.e2e_p99_s,
+        "latency": latency_json(sample),
     }
 
 

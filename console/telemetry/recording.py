@@ -122,7 +122,7 @@ def decode_sample(kind: str, values: list[Any], names: list[str], t0: float) -> 
             )
             for s, i, a, c, p in data["bindings"]
         )
-    for name in ("throttle_reasons", "poll_ms"):
+    for name in ("throttle_reasons", "poll_ms", "latency_bounds"):
         if name in data and isinstance(data[name], list):
             data[name] = tuple(tuple(v) if isinstance(v, list) else v for v in data[name])
     sample: Sample = cls(**data)

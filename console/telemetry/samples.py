@@ -11,6 +11,7 @@ from enum import StrEnum
 from typing import Any, ClassVar
 
 from console.telemetry.keys import SourceId
+from console.telemetry.quantile import Quantile
 
 
 class SourceState(StrEnum):
@@ -165,6 +166,40 @@ class ServerSample:
     e2e_p99_s: float | None
     spec_verify_s: float | None
     """Verify steps per second (from spec_verify_calls_total; finished requests)."""
+    latency_scope: str | None = None
+    """What the latency percentiles cover: `window` (the last `latency_window_s`) or
+    `since_start` (every request since the server started: no window exists yet)."""
+    latency_window_s: float | None = None
+    latency_bounds: tuple[tuple[str, float, float | None], ...] = ()
+    """(field, lower_s, upper_s) of each latency percentile's histogram bucket; upper None
+    above the highest finite bound. A percentile without bounds is an exact value."""
+
+    LATENCY: ClassVar[tuple[str, ...]] = (
+        "ttft_p50_s",
+        "ttft_p99_s",
+        "itl_p50_s",
+        "itl_p99_s",
+        "e2e_p50_s",
+        "e2e_p99_s",
+    )
+
+    def quantile(self, name: str) -> Quantile | None:
+        """Latency percentile `name` (e.g. `ttft_p99_s`) with its bucket."""
+        value = getattr(self, name)
+        if value is None:
+            return None
+        for field_name, lower, upper in self.latency_bounds:
+            if field_name == name:
+                return Quantile(value_s=value, lower_s=lower, upper_s=upper)
+        return Quantile.exact(value)
+
+    def resolves(self, name: str) -> bool:
+        """Whether a series field's value is a number the data supports (latency
+        percentiles only when their bucket resolves them)."""
+        if name not in self.LATENCY:
+            return True
+        found = self.quantile(name)
+        return found is not None and found.resolved
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -187,10 +222,13 @@ NUMERIC = (int, float)
 
 def series_values(sample: Sample) -> dict[str, float]:
     """The values of a sample's SERIES fields, the ones the store keeps as time series; a
-    field without a value adds no point."""
+    field without a value, or a latency percentile its bucket does not resolve, adds no
+    point."""
     out = {}
     for name in sample.SERIES:
         value = getattr(sample, name)
+        if isinstance(sample, ServerSample) and not sample.resolves(name):
+            continue  # a bucket-wide percentile is no point on a chart
         if isinstance(value, NUMERIC) and not isinstance(value, bool):
             out[name] = float(value)
     return out

@@ -2,7 +2,9 @@
 
 Live decode tok/s is the rate of `sglang:realtime_tokens_total{mode="decode"}` (it moves every
 step); finished-request tok/s the rate of `generation_tokens_total`. Latency percentiles come
-from histogram bucket deltas over a sliding window, buckets merged across DP ranks. A server
+from histogram bucket deltas over a sliding window, buckets merged across DP ranks, each with
+the bucket it falls in; before a second bucket read exists they cover every request since the
+server started (`latency_scope`). A server
 that reports a simulator speed in /server_info has its rates put back on its own clock.
 Only the metrics used are parsed, each series' labels once (`SeriesCache`), and latency
 buckets only every few ticks: parsing is most of what watching a server costs.
@@ -18,7 +20,7 @@ from typing import Any
 import httpx
 
 from console.core.auth import bearer
-from console.telemetry.derive import counter_rate, histogram_delta, quantile
+from console.telemetry.derive import counter_rate, histogram_delta
 from console.telemetry.keys import SourceId
 from console.telemetry.prometheus import (
     Histogram,
@@ -29,6 +31,7 @@ from console.telemetry.prometheus import (
     metric_names,
     non_finite_names,
 )
+from console.telemetry.quantile import Quantile, histogram_quantile
 from console.telemetry.samples import ServerSample, SourceState, SourceStatus
 from console.telemetry.source import PollResult
 
@@ -111,7 +114,10 @@ class SglangSource:
         window_s: float = 10.0,
         info_every: int = 10,
         api_key: str | None = None,
+        histogram_every: int = HISTOGRAM_EVERY,
     ) -> None:
+        """`histogram_every`: read latency buckets every this many ticks (and on the first);
+        0 reads them on the first tick only (a one-shot reading: since server start)."""
         self.server_id = server_id
         self.name = SourceId.server(server_id)
         self.url = url.rstrip("/")
@@ -122,13 +128,17 @@ class SglangSource:
         self.headers = bearer(api_key)
         self.server_info: dict[str, Any] | None = None
         self.scale = 1.0
-        self._ticks = SglangSource._instances % HISTOGRAM_EVERY
+        self.histogram_every = max(0, histogram_every)
+        self._ticks = 0
+        self._offset = SglangSource._instances % max(1, self.histogram_every)
         SglangSource._instances += 1
         self._previous: _Point | None = None
         self._windows: deque[tuple[float, dict[str, Histogram | None]]] = deque(
-            maxlen=max(3, int(window_s / (interval_s * HISTOGRAM_EVERY)) + 3)
+            maxlen=max(3, int(window_s / (interval_s * max(1, self.histogram_every))) + 3)
         )
-        self._percentiles: dict[str, float | None] = {}
+        self._percentiles: dict[str, Quantile | None] = {}
+        self._scope: str | None = None
+        self._window_span_s: float | None = None
         self._last_ok: float | None = None
         self._series = SeriesCache()
 
@@ -194,7 +204,9 @@ class SglangSource:
                     )
                 ]
             )
-        with_histograms = tick % HISTOGRAM_EVERY == 0
+        with_histograms = tick == 0 or (
+            self.histogram_every > 0 and (tick + self._offset) % self.histogram_every == 0
+        )
         try:
             snapshot = self._series.parse(
                 response.text, ALL_NAMES if with_histograms else CORE_NAMES
@@ -254,6 +266,16 @@ class SglangSource:
             # 0 means speculative decoding is off, or no decode tick has reported yet.
             accept_length = accept_rate = None
         pct = self._percentiles
+
+        def value(key: str) -> float | None:
+            found = pct.get(key)
+            return None if found is None else found.value_s
+
+        bounds = tuple(
+            (f"{key}_s", found.lower_s, found.upper_s)
+            for key, found in pct.items()
+            if found is not None
+        )
         return ServerSample(
             t_mono=now,
             source=self.name,
@@ -267,29 +289,39 @@ class SglangSource:
             token_usage=gauge_max("sglang:token_usage"),
             accept_length=accept_length,
             accept_rate=accept_rate,
-            ttft_p50_s=pct.get("ttft_p50"),
-            ttft_p99_s=pct.get("ttft_p99"),
-            itl_p50_s=pct.get("itl_p50"),
-            itl_p99_s=pct.get("itl_p99"),
-            e2e_p50_s=pct.get("e2e_p50"),
-            e2e_p99_s=pct.get("e2e_p99"),
+            ttft_p50_s=value("ttft_p50"),
+            ttft_p99_s=value("ttft_p99"),
+            itl_p50_s=value("itl_p50"),
+            itl_p99_s=value("itl_p99"),
+            e2e_p50_s=value("e2e_p50"),
+            e2e_p99_s=value("e2e_p99"),
             spec_verify_s=rate("verify"),
+            latency_scope=self._scope,
+            latency_window_s=self._window_span_s,
+            latency_bounds=bounds,
         )
 
     def _update_percentiles(self, snapshot: MetricsSnapshot, now: float) -> None:
-        """p50/p99 over the last `window_s` from bucket deltas (held between bucket reads)."""
+        """p50/p99 over the last `window_s` from bucket deltas (held between bucket reads);
+        on the first read, over everything since the server started."""
         current = {key: snapshot.histogram(name) for key, name in HISTOGRAMS.items()}
         self._windows.append((now, current))
         oldest_t, oldest = next(
             ((t, h) for t, h in self._windows if now - t <= self.window_s + 1e-6),
             (now, current),
         )
-        percentiles: dict[str, float | None] = {}
+        percentiles: dict[str, Quantile | None] = {}
+        since_start = oldest_t == now
         for key in HISTOGRAMS:
-            window = histogram_delta(oldest.get(key), current.get(key)) if oldest_t != now else None
-            percentiles[f"{key}_p50"] = quantile(0.5, window)
-            percentiles[f"{key}_p99"] = quantile(0.99, window)
+            if since_start:
+                observed = current.get(key)
+            else:
+                observed = histogram_delta(oldest.get(key), current.get(key))
+            percentiles[f"{key}_p50"] = histogram_quantile(0.5, observed)
+            percentiles[f"{key}_p99"] = histogram_quantile(0.99, observed)
         self._percentiles = percentiles
+        self._scope = "since_start" if since_start else "window"
+        self._window_span_s = None if since_start else now - oldest_t
 
     async def close(self) -> None:
         return None

@@ -129,7 +129,7 @@ def test_the_markdown_report_is_valid_and_shows_last_values_as_last():
     tokens = MarkdownIt("commonmark").enable("table").parse(markdown)
     tables = table_rows(tokens)
     # Servers (header + 2 rows) and the live metrics (header + qwen only).
-    assert tables == [[8, 8, 8], [7, 7]], (tables, markdown)
+    assert tables == [[8, 8, 8], [8, 8]], (tables, markdown)
     metrics = markdown.split("## Server metrics (now)")[1].split("##")[0]
     assert "| qwen | 173.4 |" in metrics
     assert "kimi" not in metrics
@@ -138,7 +138,10 @@ def test_the_markdown_report_is_valid_and_shows_last_values_as_last():
     clock = time.strftime(
         "%H:%M:%S", time.localtime(document["reading"]["servers"][0]["last"]["at_wall"])
     )
-    assert f"- kimi (failed): last 26.0 tok/s, running 1, queued 2 at {clock}" in stopped
+    assert (
+        f"- kimi (failed): last 26.0 tok/s, running 1, queued 2, TTFT p50/p99 42/48 ms at {clock}"
+        in stopped
+    )
     # The reason's pipe is escaped, in one row: the Servers table's kimi row keeps 8 cells.
     assert "NCCL error \\| rank 3 exited" in markdown
 

@@ -49,4 +49,9 @@ def test_a_running_runs_progress_says_when_it_was_updated(tmp_path: Path):
         "done": 3,
         "planned": 8,
         "updated_wall": 1795978721.5,
+        "server": None,
+        "ttft_p50_s": None,
+        "ttft_p99_s": None,
+        "itl_p50_s": None,
+        "itl_p99_s": None,
     }

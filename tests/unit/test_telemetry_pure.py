@@ -7,8 +7,9 @@ import math
 
 import pytest
 
-from console.telemetry.derive import counter_rate, histogram_delta, quantile
+from console.telemetry.derive import counter_rate, histogram_delta
 from console.telemetry.prometheus import Histogram, MetricsParseError, SeriesCache, parse
+from console.telemetry.quantile import Quantile, format_quantile, histogram_quantile
 from console.telemetry.samples import (
     Binding,
     CostSample,
@@ -90,12 +91,68 @@ def test_counter_rate_never_negative_on_reset():
     assert counter_rate(1, 2, 0) is None
 
 
+def _value(q: float, h: Histogram) -> float | None:
+    found = histogram_quantile(q, h)
+    return None if found is None else found.value_s
+
+
 def test_quantile_interpolates_like_histogram_quantile():
     h = Histogram((0.1, 0.2, 0.4, math.inf), (0.0, 10.0, 20.0, 20.0), 20.0, 5.0)
-    assert quantile(0.5, h) == pytest.approx(0.2)
-    assert quantile(0.25, h) == pytest.approx(0.15)
-    assert quantile(0.99, h) == pytest.approx(0.396)
-    assert quantile(0.5, Histogram((0.1, math.inf), (0.0, 0.0), 0.0, 0.0)) is None
+    assert _value(0.5, h) == pytest.approx(0.2)
+    assert _value(0.25, h) == pytest.approx(0.15)
+    assert _value(0.99, h) == pytest.approx(0.396)
+    assert histogram_quantile(0.5, Histogram((0.1, math.inf), (0.0, 0.0), 0.0, 0.0)) is None
+
+
+# SGLang 0.5.23's default TTFT buckets (srt/observability/metrics_collector.py:1965-1985).
+DEFAULT_TTFT = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400)
+
+
+def _histogram(bounds: tuple[float, ...], observations: list[float]) -> Histogram:
+    every = (*bounds, math.inf)
+    counts = tuple(float(sum(1 for o in observations if o <= b)) for b in every)
+    return Histogram(every, counts, float(len(observations)), sum(observations))
+
+
+def test_ttfts_under_the_first_default_bucket_read_as_an_interval_never_50_99():
+    ttfts = [0.038 + 0.0001 * i for i in range(40)]  # 38-42 ms
+    h = _histogram(DEFAULT_TTFT, ttfts)
+    p50, p99 = histogram_quantile(0.5, h), histogram_quantile(0.99, h)
+    assert p50 is not None
+    assert p99 is not None
+    assert p50.value_s == pytest.approx(0.05)
+    assert p99.value_s == pytest.approx(0.099)
+    assert (p50.lower_s, p50.upper_s, p50.resolved) == (0.0, 0.1, False)
+    assert format_quantile(p50) == "<100 ms"
+    assert format_quantile(p99) == "<100 ms"
+    assert p50.to_json() == {"value_s": 0.05, "lower_s": 0.0, "upper_s": 0.1, "resolved": False}
+
+
+def test_fine_buckets_resolve_the_value():
+    fine = tuple(round(0.005 * i, 3) for i in range(1, 21))  # 5 ms steps to 100 ms
+    h = _histogram(fine, [0.038 + 0.0001 * i for i in range(40)])
+    p50 = histogram_quantile(0.5, h)
+    assert p50 is not None
+    assert p50.resolved
+    assert (p50.lower_s, p50.upper_s) == (0.035, 0.04)
+    assert 35 <= float(format_quantile(p50).removesuffix(" ms")) <= 40
+
+
+def test_wide_and_open_buckets_read_as_their_bounds():
+    middle = Quantile(value_s=0.15, lower_s=0.1, upper_s=0.2)
+    assert not middle.resolved
+    assert format_quantile(middle) == "100-200 ms"
+    assert format_quantile(middle, suffix=False) == "100-200"
+    above = histogram_quantile(0.99, _histogram(DEFAULT_TTFT, [500.0] * 10))
+    assert above is not None
+    assert above.upper_s is None
+    assert format_quantile(above, unit="s") == ">400 s"
+    assert above.to_json()["upper_s"] is None
+    itl = Quantile(value_s=0.0598, lower_s=0.04, upper_s=0.06)  # ITL p99 in 40-60 ms
+    assert format_quantile(itl) == "40-60 ms"
+    assert format_quantile(Quantile.exact(0.0384)) == "38 ms"
+    assert format_quantile(Quantile.exact(0.0042)) == "4.2 ms"
+    assert format_quantile(None) == "-"
 
 
 def test_histogram_delta_window_and_reset():

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import time
 from typing import ClassVar
 
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Grid, VerticalScroll
 
+from console.bench.listing import Progress
 from console.core.units import pcie_link_bytes_s
 from console.telemetry.keys import SourceId
+from console.telemetry.quantile import format_quantile
+from console.telemetry.samples import ServerSample
 from console.tui.backend import Backend
 from console.tui.screens.base import ConsoleScreen
 from console.tui.views import ServerView
@@ -21,6 +26,14 @@ from console.tui.widgets.server_strip import ServerStrip
 from console.tui.widgets.sources_bar import SourcesBar
 
 WINDOWS_S = (60, 120, 300, 600, 1800)
+LATENCY_FLAGS = {
+    "ttft": "--bucket-time-to-first-token",
+    "itl": "--bucket-inter-token-latency",
+}
+"""SGLang's flag for each latency chart's histogram buckets (sglang 0.5.23
+srt/arg_groups/fields/observability.py:104-115)."""
+RUNS_EVERY_S = 2.0
+"""How often the running benchmarks' progress (their client-side latency) is read."""
 CHARTS_PER_TICK = 2
 CHARTS = (
     ("tok", "output", "tok/s"),
@@ -56,6 +69,8 @@ class DashboardScreen(ConsoleScreen):
         self._charts_at: float | None = None
         self._charts_key: tuple[object, ...] = ()
         self._pending: list[str] = []
+        self._bench_progress: dict[str, Progress] = {}
+        self._runs_listed_at = 0.0
 
     def compose_body(self) -> ComposeResult:
         with VerticalScroll(id="body"):
@@ -104,10 +119,35 @@ class DashboardScreen(ConsoleScreen):
         server = self._focus(servers)
         self.query_one(ServerStrip).show(servers, self.focused_server)
         now_pane = self.query_one("#now", Pane)
-        now_pane.put(now_line(store, server, now_pane.size.width or self.size.width, backend.now()))
+        client = None
+        if server is not None:
+            client = self._bench_progress.get(server.id) or self._bench_progress.get(
+                server.url or ""
+            )
+        now_pane.put(
+            now_line(store, server, now_pane.size.width or self.size.width, backend.now(), client)
+        )
+        if time.monotonic() - self._runs_listed_at >= RUNS_EVERY_S:
+            self._runs_listed_at = time.monotonic()
+            self._load_bench_progress()
         self.query_one(GpuTable).show(store, backend.topology, servers)
         self.query_one(SourcesBar).show(store)
         self._charts(backend.now(), server)
+
+    @work(thread=True, exclusive=True, group="dashboard-runs")
+    def _load_bench_progress(self) -> None:
+        """The running benchmarks' progress by the server they load (disk: off the loop)."""
+        found = {
+            row.progress.server: row.progress
+            for row in self.backend.runs()
+            if row.status == "running" and row.progress is not None and row.progress.server
+        }
+        self.app.call_from_thread(self._set_bench_progress, found)
+
+    def _set_bench_progress(self, found: dict[str, Progress]) -> None:
+        if found != self._bench_progress:
+            self._bench_progress = found
+            self.refresh_data()
 
     def _charts(self, now: float, server: ServerView | None) -> None:
         """Charts move when a column's worth of time has passed (a 300 s window on a
@@ -130,8 +170,35 @@ class DashboardScreen(ConsoleScreen):
         batch = len(self._pending) if changed else CHARTS_PER_TICK
         for chart_id in self._pending[:batch]:
             chart = self.query_one(f"#chart-{chart_id}", TimeChart)
-            chart.draw(self.backend.store, lines[chart_id], self._charts_at, self.window_s)
+            unplotted, note = self._unresolved(server, chart_id)
+            chart.draw(
+                self.backend.store,
+                lines[chart_id],
+                self._charts_at,
+                self.window_s,
+                unplotted=unplotted,
+                empty_note=note,
+            )
         self._pending = self._pending[batch:]
+
+    def _unresolved(
+        self, server: ServerView | None, chart_id: str
+    ) -> tuple[dict[str, str], str | None]:
+        """For the latency charts: the latest percentiles whose histogram bucket is too wide
+        to chart, as their interval, and why the chart is empty when none can be drawn."""
+        flag = LATENCY_FLAGS.get(chart_id)
+        if server is None or flag is None:
+            return {}, None
+        sample = self.backend.store.server(server.id)
+        if not isinstance(sample, ServerSample):
+            return {}, None
+        wide = {}
+        for q in ("p50", "p99"):
+            found = sample.quantile(f"{chart_id}_{q}_s")
+            if found is not None and not found.resolved:
+                wide[q] = format_quantile(found)
+        note = f"buckets too coarse to chart ({flag} sets finer ones)" if wide else None
+        return wide, note
 
     def _lines(self, server: ServerView | None) -> dict[str, list[Line]]:
         if server is None:

@@ -103,7 +103,12 @@ class TimeChart(PlotextPlot):
         window_s: float,
         *,
         y_floor: float | None = 0.0,
+        unplotted: dict[str, str] | None = None,
+        empty_note: str | None = None,
     ) -> None:
+        """`unplotted`: a value by line label for lines that have one but no points (a
+        latency percentile its histogram bucket does not resolve), shown in the title;
+        `empty_note`: what the chart says when no line has points (default `no data`)."""
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()
@@ -121,14 +126,16 @@ class TimeChart(PlotextPlot):
             top = max(top, max(ys))
             drawn += 1
         title = f"{self.title} ({self.unit})" if self.unit else self.title
-        if self.latest and self.size.width >= 40:
-            title += "  " + "  ".join(f"{k} {_short(v)}" for k, v in self.latest.items())
+        shown = {k: _short(v) for k, v in self.latest.items()}
+        shown.update({k: v for k, v in (unplotted or {}).items() if k not in shown})
+        if shown and self.size.width >= 40:
+            title += "  " + "  ".join(f"{k} {v}" for k, v in shown.items())
         plt.title(title)
         plt.xlim(-window_s, 0)
         if drawn == 0:
             plt.ylim(0, 1)
             plt.yticks([])
-            plt.text("no data", x=-window_s / 2, y=0.5, alignment="center")
+            plt.text(empty_note or "no data", x=-window_s / 2, y=0.5, alignment="center")
         elif y_floor is not None:
             plt.ylim(y_floor, top * 1.1 if top > y_floor else y_floor + 1)
         if self.size.height >= 10:

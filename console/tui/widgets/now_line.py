@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from console.bench.listing import Progress
+from console.telemetry.quantile import Quantile, format_quantile
 from console.telemetry.samples import ServerSample
 from console.telemetry.store import TimeSeriesStore
 from console.tui.views import LIVE_STATES, ServerView
@@ -11,6 +13,26 @@ from console.tui.views import LIVE_STATES, ServerView
 
 def _num(value: float | None, spec: str, scale: float = 1.0) -> str:
     return "-" if value is None else f"{value * scale:{spec}}"
+
+
+def latency_pair(sample: ServerSample, kind: str) -> str:
+    """The server's p50/p99 of `kind` (ttft, itl) in ms, each as its histogram bucket
+    supports it (`<100/<100 ms`, `38/42 ms`), marked when they cover the whole uptime."""
+    pair = "/".join(
+        format_quantile(sample.quantile(f"{kind}_{q}_s"), suffix=False) for q in ("p50", "p99")
+    )
+    scope = " since start" if sample.latency_scope == "since_start" else ""
+    return f"{pair} ms{scope}"
+
+
+def _exact_pair(p50: float | None, p99: float | None) -> str:
+    return (
+        "/".join(
+            format_quantile(None if v is None else Quantile.exact(v), suffix=False)
+            for v in (p50, p99)
+        )
+        + " ms"
+    )
 
 
 def last_line(server: ServerView, sample: ServerSample | None, now: float | None) -> Text:
@@ -28,17 +50,23 @@ def last_line(server: ServerView, sample: ServerSample | None, now: float | None
     text.append(
         f"no live figures · last {_num(sample.decode_tok_s, '.1f')} tok/s, "
         f"running {_num(sample.running, '.0f')}, queued {_num(sample.queued, '.0f')}, "
-        f"TTFT p50 {_num(sample.ttft_p50_s, '.0f', 1000)} ms{when}",
+        f"TTFT p50/p99 {latency_pair(sample, 'ttft')}{when}",
         style="dim",
     )
     return text
 
 
 def now_line(
-    store: TimeSeriesStore, server: ServerView | None, width: int = 200, now: float | None = None
+    store: TimeSeriesStore,
+    server: ServerView | None,
+    width: int = 200,
+    now: float | None = None,
+    client: Progress | None = None,
 ) -> Text:
     """One line, or more where the terminal is narrow (fields never split). `now` is the
-    instant shown (the backend's), for the age of a stopped server's last figures."""
+    instant shown (the backend's), for the age of a stopped server's last figures. `client`:
+    a benchmark running against this server, whose exact TTFT/ITL are shown beside the
+    server's histogram figures, each labelled by its source."""
     if server is None:
         return Text("")
     sample = store.server(server.id)
@@ -48,20 +76,23 @@ def now_line(
     if not isinstance(sample, ServerSample):
         text.append("no metrics yet", style="dim")
         return text
-    fields = (
+    bench = client is not None and (client.ttft_p50_s is not None or client.itl_p50_s is not None)
+    source = "server " if bench else ""
+    fields: list[tuple[str, str]] = [
         ("tok/s", _num(sample.decode_tok_s, ".1f")),
         ("accept", _num(sample.accept_length, ".2f")),
         ("running", _num(sample.running, ".0f")),
         ("queued", _num(sample.queued, ".0f")),
-        (
-            "TTFT p50/p99",
-            f"{_num(sample.ttft_p50_s, '.0f', 1000)}/{_num(sample.ttft_p99_s, '.0f', 1000)} ms",
-        ),
-        (
-            "ITL p50/p99",
-            f"{_num(sample.itl_p50_s, '.1f', 1000)}/{_num(sample.itl_p99_s, '.1f', 1000)} ms",
-        ),
-        ("KV", _num(None if sample.token_usage is None else sample.token_usage * 100, ".0f") + "%"),
+        (f"{source}TTFT p50/p99", latency_pair(sample, "ttft")),
+        (f"{source}ITL p50/p99", latency_pair(sample, "itl")),
+    ]
+    if client is not None and bench:
+        fields += [
+            ("bench TTFT p50/p99", _exact_pair(client.ttft_p50_s, client.ttft_p99_s)),
+            ("bench ITL p50/p99", _exact_pair(client.itl_p50_s, client.itl_p99_s)),
+        ]
+    fields.append(
+        ("KV", _num(None if sample.token_usage is None else sample.token_usage * 100, ".0f") + "%")
     )
     line_len = text.cell_len
     for index, (label, value) in enumerate(fields):
