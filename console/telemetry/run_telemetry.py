@@ -5,8 +5,9 @@ format, one file per recorder (`telemetry-1.ddrec.gz`, `telemetry-2.ddrec.gz`: a
 records each cell's server in its own), each header carrying the wall-clock time of its
 t=0, since a run's levels are timed on the wall clock. Runs written before that kept a
 subset of each sample in `telemetry.jsonl`; those still read, the missing fields as
-unavailable. Servers come from the run's cells; the host's topology is reduced to the GPUs
-the telemetry names (NUMA placement is not in a run).
+unavailable. Servers come from the run's cells, each in the state it was in at each instant
+(`server_frames`); the host's topology is reduced to the GPUs the telemetry names (NUMA
+placement is not in a run).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -312,6 +314,140 @@ def _gpu_name(names: Any, index: int) -> str:
     return name if sep and count.isdigit() else "GPU"
 
 
+# -- the run's servers over time -------------------------------------------------------------
+
+STOPPED_AFTER_S = 0.001
+"""A server shows as stopped just after its last level or poll, never at it."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Span:
+    """When a cell's server was up in one attempt of the run (wall clock): from its first
+    level start or poll to its last level end or poll."""
+
+    start: float
+    end: float
+
+
+def _level_rows(folder: Path) -> list[dict[str, Any]]:
+    """levels.jsonl's rows as JSON objects (a torn or foreign line is skipped: the summary
+    reports it, the replay goes on)."""
+    try:
+        text = (folder / "levels.jsonl").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return []
+    rows = []
+    for line in text.splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+    return rows
+
+
+def _server_json(cell: dict[str, Any], state: str, reason: str | None) -> dict[str, Any]:
+    """A cell's server as the server list's status JSON (what `ServerView.from_json` reads)."""
+    found = cell.get("plan")
+    plan: dict[str, Any] = found if isinstance(found, dict) else {}
+    return {
+        "id": cell["server_id"],
+        "profile": cell.get("profile"),
+        "layout": cell.get("layout"),
+        "variant": cell.get("variant"),
+        "state": state,
+        "reason": reason,
+        "port": plan.get("port"),
+        "gpus": cell.get("gpus") or [],
+        "url": cell.get("url"),
+        "plan": plan,
+    }
+
+
+def _spans(
+    cell: dict[str, Any],
+    levels: list[dict[str, Any]],
+    polls: list[_Poll],
+    attempt_starts: list[float],
+) -> list[_Span]:
+    """The cell's server's up-times, one per attempt of the run that ran it (a resumed run
+    relaunches the server), from the level times and the polls that reached it."""
+    source = SourceId.server(str(cell["server_id"]))
+    by_attempt: dict[int, list[float]] = {}
+
+    def seen(t: float) -> None:
+        by_attempt.setdefault(bisect_right(attempt_starts, t), []).append(t)
+
+    for row in levels:
+        if row.get("cell") == cell.get("cell_id"):
+            for key in ("started_wall", "ended_wall"):
+                t = _number(row.get(key))
+                if t is not None:
+                    seen(t)
+    for poll in polls:
+        if any(status.name == source for status in poll.result.statuses) or any(
+            sample.source == source for sample in poll.result.samples
+        ):
+            seen(poll.t_wall)
+    return [_Span(min(times), max(times)) for _, times in sorted(by_attempt.items())]
+
+
+def server_frames(
+    meta: dict[str, Any], levels: list[dict[str, Any]], polls: list[_Poll], t0_wall: float
+) -> list[tuple[float, list[dict[str, Any]]]]:
+    """The run's server list at each instant it changed, on the recording's clock.
+
+    A campaign launches and stops one cell's server at a time: a server is absent before
+    its cell first ran (the launch time is not kept), ready while its levels ran and its
+    telemetry was polled, and stopped after (failed, with the cell's reason, when the cell
+    failed); a run still running keeps its latest server ready. A bench run's server was
+    there before the run and is not stopped by it: ready from its first level on.
+    """
+    cells = [c for c in meta.get("cells") or [] if isinstance(c, dict) and c.get("server_id")]
+    attempt_starts = sorted(
+        t
+        for a in meta.get("attempts") or []
+        if isinstance(a, dict) and (t := _number(a.get("started_wall"))) is not None
+    )
+    spans = [_spans(cell, levels, polls, attempt_starts) for cell in cells]
+    campaign = meta.get("kind") == "campaign"
+    latest_end = max((s.end for cell_spans in spans for s in cell_spans), default=None)
+    ongoing = meta.get("status") == "running"
+
+    def state(index: int, wall: float) -> tuple[str, str | None] | None:
+        cell_spans = spans[index]
+        if not cell_spans or wall < cell_spans[0].start:
+            return None
+        if not campaign or any(s.start <= wall <= s.end for s in cell_spans):
+            return "ready", None
+        last = cell_spans[-1]
+        if wall > last.end:
+            if ongoing and last.end == latest_end:
+                return "ready", None
+            cell = cells[index]
+            if cell.get("status") == "failed":
+                reason = cell.get("reason")
+                return "failed", str(reason) if reason else None
+            return "stopped", None
+        return "stopped", "the run was interrupted; a later attempt ran this cell again"
+
+    walls = sorted(
+        {s.start for cell_spans in spans for s in cell_spans}
+        | {s.end + STOPPED_AFTER_S for cell_spans in spans for s in cell_spans}
+    )
+    frames: list[tuple[float, list[dict[str, Any]]]] = []
+    for wall in walls:
+        servers = []
+        for index, cell in enumerate(cells):
+            found = state(index, wall)
+            if found is not None:
+                servers.append(_server_json(cell, *found))
+        if not frames or servers != frames[-1][1]:
+            frames.append((max(0.0, round(wall - t0_wall, 3)), servers))
+    return frames
+
+
 def recording_from_run(run_dir: Path) -> Recording:
     """`run_dir` (or one of its telemetry files) as one recording; t=0 is the first poll."""
     folder = _run_folder(run_dir)
@@ -349,22 +485,25 @@ def recording_from_run(run_dir: Path) -> Recording:
     )
     head["t0_wall"] = t0_wall
     recording = Recording(folder, head, damage=damage)
-    cells = [c for c in meta.get("cells", []) if isinstance(c, dict) and c.get("server_id")]
-    servers = [
-        {
-            "id": c["server_id"],
-            "profile": c.get("profile"),
-            "layout": c.get("layout"),
-            "variant": c.get("variant"),
-            "state": "ready",
-            "gpus": c.get("gpus") or [],
-            "url": c.get("url"),
-            "plan": c.get("plan") or {},
-        }
-        for c in cells
-    ]
-    if servers:
-        recording.frames.append(Frame(0.0, "servers", {"v": servers}))
+    live: set[str] = set()
+    for t, servers in server_frames(meta, _level_rows(folder), polls, t0_wall):
+        recording.frames.append(Frame(t, "servers", {"v": servers}))
+        # A server the campaign stopped is no longer polled: its source says so rather
+        # than keeping its last `ok`.
+        ended = [s["id"] for s in servers if s["state"] != "ready" and s["id"] in live]
+        live = {s["id"] for s in servers if s["state"] == "ready"}
+        if ended:
+            statuses = [
+                SourceStatus(
+                    name=SourceId.server(server_id),
+                    state=SourceState.UNAVAILABLE,
+                    reason="server stopped",
+                    last_ok_mono=None,
+                )
+                for server_id in ended
+            ]
+            data = {"s": [], "st": [encode_status(st, t0_wall) for st in statuses]}
+            recording.frames.append(Frame(t, "poll", data))
     for poll in polls:
         t = round(poll.t_wall - t0_wall, 3)
         recording.frames.append(
@@ -377,4 +516,7 @@ def recording_from_run(run_dir: Path) -> Recording:
                 },
             )
         )
+    # Replay applies frames in order: the server frames go in among the polls by time (a
+    # stable sort keeps a server frame before a poll of the same instant).
+    recording.frames.sort(key=lambda frame: frame.t)
     return recording

@@ -17,7 +17,7 @@ from console.telemetry.quantile import format_quantile
 from console.telemetry.samples import ServerSample
 from console.tui.backend import Backend
 from console.tui.screens.base import ConsoleScreen
-from console.tui.views import ServerView
+from console.tui.views import LIVE_STATES, ServerView
 from console.tui.widgets.chart import Line, TimeChart
 from console.tui.widgets.gpu_table import GpuTable
 from console.tui.widgets.now_line import now_line
@@ -26,12 +26,10 @@ from console.tui.widgets.server_strip import ServerStrip
 from console.tui.widgets.sources_bar import SourcesBar
 
 WINDOWS_S = (60, 120, 300, 600, 1800)
-LATENCY_FLAGS = {
-    "ttft": "--bucket-time-to-first-token",
-    "itl": "--bucket-inter-token-latency",
-}
-"""SGLang's flag for each latency chart's histogram buckets (sglang 0.5.23
-srt/arg_groups/fields/observability.py:104-115)."""
+LATENCY_CHARTS = ("ttft", "itl")
+"""Charts of histogram percentiles: a point whose bucket is too wide is left out, its bucket
+shown in the title (finer buckets: SGLang's --bucket-time-to-first-token and
+--bucket-inter-token-latency, sglang 0.5.23 srt/arg_groups/fields/observability.py:104-115)."""
 RUNS_EVERY_S = 2.0
 """How often the running benchmarks' progress (their client-side latency) is read."""
 CHARTS_PER_TICK = 2
@@ -70,6 +68,7 @@ class DashboardScreen(ConsoleScreen):
         self._charts_key: tuple[object, ...] = ()
         self._pending: list[str] = []
         self._bench_progress: dict[str, Progress] = {}
+        self._user_focused = False
         self._runs_listed_at = 0.0
 
     def compose_body(self) -> ComposeResult:
@@ -88,9 +87,15 @@ class DashboardScreen(ConsoleScreen):
 
     def _focus(self, servers: list[ServerView]) -> ServerView | None:
         ids = [s.id for s in servers]
-        if self.focused_server not in ids:
-            live = [s for s in servers if s.state == "ready"] or servers
+        focused = next((s for s in servers if s.id == self.focused_server), None)
+        ready = [s for s in servers if s.state == "ready"]
+        # A server focused by default gives way to a ready one when it stops (a campaign's
+        # next cell, a replay moving on); one the user picked with `f` keeps the focus.
+        moved_on = focused is not None and focused.state not in LIVE_STATES and bool(ready)
+        if self.focused_server not in ids or (moved_on and not self._user_focused):
+            live = ready or servers
             self.focused_server = live[0].id if live else None
+            self._user_focused = False
         return next((s for s in servers if s.id == self.focused_server), None)
 
     def action_focus_next_server(self) -> None:
@@ -101,6 +106,7 @@ class DashboardScreen(ConsoleScreen):
         ids = [s.id for s in servers]
         current = ids.index(self.focused_server) if self.focused_server in ids else -1
         self.focused_server = ids[(current + 1) % len(ids)]
+        self._user_focused = True
         self.refresh_data()
 
     def action_zoom(self, direction: int) -> None:
@@ -186,8 +192,7 @@ class DashboardScreen(ConsoleScreen):
     ) -> tuple[dict[str, str], str | None]:
         """For the latency charts: the latest percentiles whose histogram bucket is too wide
         to chart, as their interval, and why the chart is empty when none can be drawn."""
-        flag = LATENCY_FLAGS.get(chart_id)
-        if server is None or flag is None:
+        if server is None or chart_id not in LATENCY_CHARTS:
             return {}, None
         sample = self.backend.store.server(server.id)
         if not isinstance(sample, ServerSample):
@@ -197,7 +202,7 @@ class DashboardScreen(ConsoleScreen):
             found = sample.quantile(f"{chart_id}_{q}_s")
             if found is not None and not found.resolved:
                 wide[q] = format_quantile(found)
-        note = f"buckets too coarse to chart ({flag} sets finer ones)" if wide else None
+        note = "histogram bucket too wide to plot" if wide else None
         return wide, note
 
     def _lines(self, server: ServerView | None) -> dict[str, list[Line]]:

@@ -2,11 +2,14 @@
 
 Runs and summaries come from the backend (the results folder live, the recording in a
 replay); the summaries through their cache of record, so a finished run is read, not rebuilt.
+The selected run's detail is read again when its row changes or, live, when its files do
+(checked by their size and mtime on the list's timer, never every frame).
 """
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import ClassVar
 
 from rich.text import Text
@@ -29,6 +32,23 @@ from console.tui.widgets.run_tables import compare_view, summary_view
 LIST_EVERY_S = 2.0
 # The run id starts with its creation time and ends with its name.
 COLUMNS = ("RUN", "KIND", "STATUS", "CELLS")
+RUN_FILES = ("run.json", "summary.json", "levels.jsonl")
+"""The files whose change means a run's detail is out of date."""
+
+FileStamp = tuple[tuple[int, int] | None, ...]
+
+
+def run_files_stamp(root: Path, run_id: str) -> FileStamp:
+    """Each of the run's `RUN_FILES` as (mtime ns, size), None where it is absent."""
+    stamp: list[tuple[int, int] | None] = []
+    for name in RUN_FILES:
+        try:
+            stat = (root / run_id / name).stat()
+        except OSError:
+            stamp.append(None)
+        else:
+            stamp.append((stat.st_mtime_ns, stat.st_size))
+    return tuple(stamp)
 
 
 class RunsScreen(ConsoleScreen):
@@ -51,6 +71,7 @@ class RunsScreen(ConsoleScreen):
         self.summary: RunSummary | None = None
         self._listed_at = 0.0
         self.comparing = False
+        self._detail_stamp: FileStamp | None = None
 
     def compose_body(self) -> ComposeResult:
         yield DataTable(id="runs", cursor_type="row", zebra_stripes=True)
@@ -65,21 +86,30 @@ class RunsScreen(ConsoleScreen):
             return
         if time.monotonic() - self._listed_at >= LIST_EVERY_S:
             self._listed_at = time.monotonic()
-            self._load_list()
+            self._load_list(self.selected_id())
 
     def action_reload(self) -> None:
         self._listed_at = 0.0
         self.shown = None
         self.refresh_data()
 
-    @work(thread=True, exclusive=True, group="runs-list")
-    def _load_list(self) -> None:
-        rows = list(reversed(self.backend.runs()))
-        self.app.call_from_thread(self._show_list, rows)
+    def _stamp(self, run_id: str | None) -> FileStamp | None:
+        """The run's files' stamp live; None in a replay (its runs are as recorded)."""
+        if run_id is None or self.backend.replay is not None:
+            return None
+        return run_files_stamp(self.backend.runs_root, run_id)
 
-    def _show_list(self, rows: list[RunRow]) -> None:
+    @work(thread=True, exclusive=True, group="runs-list")
+    def _load_list(self, selected: str | None) -> None:
+        rows = list(reversed(self.backend.runs()))
+        self.app.call_from_thread(self._show_list, rows, selected, self._stamp(selected))
+
+    def _show_list(
+        self, rows: list[RunRow], stamped: str | None = None, stamp: FileStamp | None = None
+    ) -> None:
         table = self.query_one("#runs", DataTable)
         selected = self.selected_id()
+        before = {row.run_id: row for row in self.rows}
         if rows != self.rows:
             self.rows = rows
             shown = []
@@ -109,8 +139,11 @@ class RunsScreen(ConsoleScreen):
         current = self.selected_id()
         if self.comparing:
             return
-        running = any(r.run_id == current and r.status == "running" for r in rows)
-        if current != self.shown or running:
+        picked = next((r for r in rows if r.run_id == current), None)
+        running = picked is not None and picked.status == "running"
+        changed = picked is not None and before.get(picked.run_id) != picked
+        touched = stamp is not None and stamped == current and stamp != self._detail_stamp
+        if current != self.shown or running or changed or touched:
             self._load_detail(current)
 
     def selected_id(self) -> str | None:
@@ -131,6 +164,8 @@ class RunsScreen(ConsoleScreen):
     def _load_detail(self, run_id: str | None) -> None:
         if run_id is None:
             return
+        # Stamped before reading: a change made while it reads is seen on the next check.
+        stamp = self._stamp(run_id)
         try:
             summary = self.backend.run_summary(run_id)
         except ConsoleError as exc:  # one damaged run: said in its detail, the screen goes on
@@ -139,7 +174,7 @@ class RunsScreen(ConsoleScreen):
         if summary is None:
             self.app.call_from_thread(self._show_text, self._no_summary(run_id))
             return
-        self.app.call_from_thread(self._show_summary, run_id, summary)
+        self.app.call_from_thread(self._show_summary, run_id, summary, stamp)
 
     def _no_summary(self, run_id: str) -> str:
         row = next((r for r in self.rows if r.run_id == run_id), None)
@@ -152,9 +187,12 @@ class RunsScreen(ConsoleScreen):
     def _show_text(self, text: str) -> None:
         self.query_one("#detail-text", Static).update(Text(text, style="red"))
 
-    def _show_summary(self, run_id: str, summary: RunSummary) -> None:
+    def _show_summary(
+        self, run_id: str, summary: RunSummary, stamp: FileStamp | None = None
+    ) -> None:
         self.shown = run_id
         self.summary = summary
+        self._detail_stamp = stamp
         width = self.query_one("#detail").size.width or self.size.width
         self.query_one("#detail-text", Static).update(summary_view(summary, width - 2))
 
