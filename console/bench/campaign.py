@@ -483,6 +483,12 @@ class CampaignRunner:
 
 def _level_line(cell_id: str, level: LevelSummary) -> str:
     errors = f", {level.errors} errors" if level.errors else ""
+    if level.status == "failed":
+        # No throughput for a failed level: why it failed instead.
+        return (
+            f"{cell_id}: level {level.level} failed: {level.reason or '?'}"
+            f" ({level.requests} requests{errors})"
+        )
     return (
         f"{cell_id}: level {level.level} done: {fmt(level.output_tok_s, '.1f')}"
         f" tok/s, accept {fmt(level.accept_length, '.2f')}, step "

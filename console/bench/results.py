@@ -14,7 +14,9 @@ CLI and the snapshot read them. Nothing between those modules is keyed by string
   `findings`. Levels imported from SGLang's bench_serving carry every level key, null where
   bench_serving reports no number.
 - 2: each level summary gains `accept_ratio` (its last key): accepted tokens per step /
-  verify tokens per step.
+  verify tokens per step. A failed level's summary also carries `reason` (after `status`,
+  only when set): why it failed; a reader that finds none takes the most common of
+  `error_kinds`.
 
 A `summary.json` of another version, or one that does not parse, is never trusted: the
 loader (`summary.load_summary`) rebuilds it from the run's files.
@@ -399,7 +401,7 @@ _READERS: dict[str, Callable[[object], object]] = {
     },
 }
 # Keys written only when set (absent, not null, otherwise): the schema has always had them so.
-_OMIT_WHEN_NONE = frozenset({"chunk_accept_mismatch", "accept_length_note"})
+_OMIT_WHEN_NONE = frozenset({"chunk_accept_mismatch", "accept_length_note", "reason"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -412,6 +414,9 @@ class LevelSummary:
     rate: float | None = None
     """Open-loop requests per second; None for a closed-loop (concurrency) level."""
     status: str = "done"
+    reason: str | None = None
+    """Why a failed level failed: the server's failure when the runner saw one, else its
+    requests' most common error (`connection refused`, `HTTP 401: ...`); None otherwise."""
     requests: int = 0
     """Requests that finished without an error."""
     errors: int = 0
@@ -457,6 +462,9 @@ class LevelSummary:
         accepted, verified = self.accepted_tokens_per_step, self.verify_tokens_per_step
         ratio = accepted / verified if accepted is not None and verified else None
         object.__setattr__(self, "accept_ratio", ratio)
+        if self.status == "failed" and self.reason is None and self.error_kinds:
+            # A failed level always says why; a summary written without `reason` still does.
+            object.__setattr__(self, "reason", most_common_error(self.error_kinds))
 
     def to_json(self) -> JsonDict:
         out: JsonDict = {}
@@ -498,6 +506,11 @@ class LevelSummary:
             tokens_per_chunk=self.tokens_per_chunk,
             chunk_accept_mismatch=self.chunk_accept_mismatch,
         )
+
+
+def most_common_error(kinds: Mapping[str, int]) -> str | None:
+    """The error seen most often (the first seen on a tie); None when there was none."""
+    return max(kinds.items(), key=lambda kv: kv[1])[0] if kinds else None
 
 
 # A field whose annotation has no reader would fail only when a summary.json is read back;

@@ -35,6 +35,18 @@ def _ms(row: JsonObject, key: str) -> float | None:
     return None if value is None else value / 1000.0
 
 
+def _stats(row: JsonObject, name: str) -> Stats:
+    """bench_serving's `mean_/median_/p90_/p95_/p99_{name}_ms` (sglang 0.5.23
+    benchmark/serving.py:1880-1903), in seconds; it reports no min, max or count."""
+    return Stats(
+        p50=_ms(row, f"median_{name}_ms"),
+        p90=_ms(row, f"p90_{name}_ms"),
+        p95=_ms(row, f"p95_{name}_ms"),
+        p99=_ms(row, f"p99_{name}_ms"),
+        mean=_ms(row, f"mean_{name}_ms"),
+    )
+
+
 def _level(index: int, row: JsonObject) -> LevelSummary:
     concurrency = row.get("max_concurrency")
     rate = row.get("request_rate")
@@ -52,20 +64,11 @@ def _level(index: int, row: JsonObject) -> LevelSummary:
         request_s=_number(row, "request_throughput"),
         accept_length=_number(row, "accept_length"),
         accept_length_note="server lifetime average (SGLang bench), not per level",
-        ttft=Stats(
-            p50=_ms(row, "median_ttft_ms"),
-            p90=_ms(row, "p90_ttft_ms"),
-            p99=_ms(row, "p99_ttft_ms"),
-            mean=_ms(row, "mean_ttft_ms"),
-        ),
-        itl=Stats(
-            p50=_ms(row, "median_tpot_ms"),
-            p90=_ms(row, "p90_tpot_ms"),
-            p99=_ms(row, "p99_tpot_ms"),
-            mean=_ms(row, "mean_tpot_ms"),
-        ),
-        e2e=Stats(p50=_ms(row, "median_e2e_latency_ms"), p99=_ms(row, "p99_e2e_latency_ms")),
-        chunk_gap=Stats(p50=_ms(row, "median_itl_ms"), p99=_ms(row, "p99_itl_ms")),
+        ttft=_stats(row, "ttft"),
+        # Its TPOT is our per-request ITL; its ITL, chunk gaps split over their tokens.
+        itl=_stats(row, "tpot"),
+        e2e=_stats(row, "e2e_latency"),
+        chunk_gap=_stats(row, "itl"),
         step_time_s=None,
     )
 

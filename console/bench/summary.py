@@ -25,6 +25,7 @@ from console.bench.results import (
     LevelSummary,
     RequestResult,
     RunSummary,
+    most_common_error,
 )
 from console.bench.rundir import RunDir, RunWriteError
 from console.bench.stats import describe, mean
@@ -98,20 +99,27 @@ def summarize_level(
     accepted_per_step = accept if speculative else 1.0
     tokens_per_chunk = mean([r.tokens_per_chunk for r in ok])
     picked = _gpu_readings(gpu, level, cell)
+    # Every request failed: the level failed, whatever the runner recorded.
+    status = "failed" if requests and not ok else level.status
+    reason = None
+    if status == "failed":
+        # The server's own failure (it crashed mid-level) explains its requests' errors.
+        reason = level.error or most_common_error(errors)
     return LevelSummary(
         level=level.level,
         label=level.label,
         concurrency=level.concurrency,
         rate=level.rate,
-        # Every request failed: the level failed, whatever the runner recorded (issue 16).
-        status="failed" if requests and not ok else level.status,
+        status=status,
+        reason=reason,
         requests=len(ok),
         errors=sum(errors.values()),
         error_kinds=dict(errors),
         duration_s=duration,
         output_tokens=output_tokens,
-        output_tok_s=output_tokens / duration if duration > 0 else None,
-        request_s=len(ok) / duration if duration > 0 else None,
+        # A level with no finished request has no throughput (not 0 tok/s).
+        output_tok_s=output_tokens / duration if duration > 0 and ok else None,
+        request_s=len(ok) / duration if duration > 0 and ok else None,
         accept_length=accepted_per_step if speculative else None,
         accept_length_counters=accept_counters,
         accept_length_per_request=per_request_accept,

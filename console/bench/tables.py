@@ -71,7 +71,9 @@ class Column:
 
 
 def _requests(_: CellSummary, level: LevelSummary) -> str:
-    return f"{level.requests} ok" + (f", {level.errors} err" if level.errors else "")
+    """`16 ok, 2 err`; a failed level also says why (`0 ok, 4 err; failed: HTTP 401: ...`)."""
+    text = f"{level.requests} ok" + (f", {level.errors} err" if level.errors else "")
+    return text + (f"; failed: {level.reason or '?'}" if level.status == "failed" else "")
 
 
 def _column(

@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from console.cli.render import print_json, table
 from console.cli.render_runs import print_compare, print_summary
 from console.cli.run_common import runs_root, services
+
+if TYPE_CHECKING:
+    from console.bench.rundir import RunDir
 
 
 def register(verbs: Any, common: argparse.ArgumentParser) -> None:
@@ -80,12 +83,17 @@ def _runs_show(args: argparse.Namespace) -> int:
         seen = 0
         while True:
             lines = run.read_jsonl("levels.jsonl")
+            # The summary judges a level (one whose every request failed is `failed`, with
+            # its reason), not the runner's record of having run it.
+            judged = _level_verdicts(run) if lines[seen:] else {}
             for line in lines[seen:]:
                 try:
                     level = LevelRecord.from_json(line)
                 except ValueError:
                     continue
-                print(f"{level.cell}: level {level.level} {level.status}", flush=True)
+                status, reason = judged.get((level.cell, level.level), (level.status, None))
+                why = f": {reason}" if status == "failed" and reason else ""
+                print(f"{level.cell}: level {level.level} {status}{why}", flush=True)
             seen = len(lines)
             if run.owner_alive() is None:
                 break
@@ -96,6 +104,23 @@ def _runs_show(args: argparse.Namespace) -> int:
     else:
         print_summary(summary)
     return 0
+
+
+def _level_verdicts(run: RunDir) -> dict[tuple[str, int], tuple[str, str | None]]:
+    """Each level's status and reason by (cell, level) as the run's summary has them; empty
+    while the summary cannot be read (the runner's own statuses are shown then)."""
+    from console.bench.summary import load_summary
+    from console.core.errors import ConsoleError
+
+    try:
+        summary = load_summary(run)
+    except ConsoleError:
+        return {}
+    return {
+        (cell.cell_id, level.level): (level.status, level.reason)
+        for cell in summary.cells
+        for level in cell.levels
+    }
 
 
 def _runs_compare(args: argparse.Namespace) -> int:

@@ -109,26 +109,27 @@ def finish(args: argparse.Namespace, run: RunDir, status: str, resume_hint: str)
 def failure_verdict(summary: RunSummary) -> tuple[str | None, bool]:
     """The closing line about failed requests, and whether a level failed outright.
 
-    Exit status (issue 16): a level whose every request failed makes the run fail (non-zero,
-    `bench failed: level 0 (concurrency 1): 16/16 requests failed: connection refused` last);
+    Exit status (issue 16): a failed level makes the run fail (non-zero, `bench failed: level 0
+    (concurrency 1): 16/16 requests failed: connection refused` last, the level's `reason`);
     some failed requests with no failed level still exit 0 but say
     `3/16 requests failed (most: HTTP 500 ...)`.
     """
+    from console.bench.results import most_common_error
+
     partial: list[str] = []
     for cell in summary.cells:
         for level in cell.levels:
             total = level.requests + level.errors
-            if not level.errors:
-                continue
-            kinds = level.error_kinds
-            most = max(kinds.items(), key=lambda kv: kv[1])[0] if kinds else "?"
             where = _level_name(level.level, level.concurrency, level.rate)
-            if level.status == "failed" or not level.requests:
+            if level.status == "failed" or (level.errors and not level.requests):
                 verb = "campaign" if summary.kind == "campaign" else "bench"
                 prefix = f"{cell.cell_id} " if len(summary.cells) > 1 else ""
-                counted = f"{level.errors}/{total} requests failed"
-                return f"{verb} failed: {prefix}{where}: {counted}: {most}", True
-            partial.append(f"{where}: {level.errors}/{total} requests failed (most: {most})")
+                counted = f": {level.errors}/{total} requests failed" if level.errors else ""
+                why = level.reason or most_common_error(level.error_kinds) or "?"
+                return f"{verb} failed: {prefix}{where}{counted}: {why}", True
+            if level.errors:
+                most = most_common_error(level.error_kinds) or "?"
+                partial.append(f"{where}: {level.errors}/{total} requests failed (most: {most})")
     return ("; ".join(partial) if partial else None), False
 
 

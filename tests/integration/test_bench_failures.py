@@ -9,6 +9,7 @@ from pathlib import Path
 from console.bench.results import CellSummary, LevelSummary, RunSummary
 from console.core.net import free_port
 from tests.conftest import run_cli_subprocess
+from tests.simproc import SMALL, running_sim
 
 
 def test_bench_url_to_closed_port_exits_nonzero_with_connection_refused_last(
@@ -38,6 +39,13 @@ def test_bench_url_to_closed_port_exits_nonzero_with_connection_refused_last(
     level = json.loads(summary_file.read_text())["cells"][0]["levels"][0]
     assert level["status"] == "failed"
     assert level["error_kinds"] == {"connection refused": 4}
+    # `runs show --follow` tells the level as the summary judges it, not as "done".
+    followed = run_cli_subprocess(
+        "runs", "show", summary_file.parent.name, "--follow", "--out", str(out)
+    )
+    assert followed.returncode == 0, followed.stderr
+    assert "level 0 failed: connection refused" in followed.stdout
+    assert "level 0 done" not in followed.stdout
 
 
 def test_partial_failure_is_counted_with_its_most_common_error_but_passes() -> None:
@@ -56,3 +64,59 @@ def test_partial_failure_is_counted_with_its_most_common_error_but_passes() -> N
     verdict, failed = failure_verdict(summary)
     assert not failed
     assert verdict == "level 0 (concurrency 4): 3/16 requests failed (most: HTTP 500: boom)"
+
+
+def _bench_all_failing(url: str, out: Path) -> tuple[int, str, dict]:
+    """`bench --url` of 4 requests whose every request fails: exit status, the output, and
+    the level as summary.json records it."""
+    done = run_cli_subprocess(
+        "bench", "--url", url, "--requests", "4", "--input-len", "8", "--output-len", "4",
+        "--warmup", "0", "--out", str(out), timeout=120,
+    )  # fmt: skip
+    text = done.stdout + done.stderr
+    assert "Traceback" not in text, text
+    (summary_file,) = out.glob("*/summary.json")
+    return done.returncode, text, json.loads(summary_file.read_text())["cells"][0]["levels"][0]
+
+
+def test_bench_without_the_api_key_fails_with_http_401(tmp_path: Path) -> None:
+    """A server started with --api-key answers a request without the key 401
+    `{"error": "Unauthorized"}` (sglang 0.5.23 srt/utils/auth.py:17, 148-149, 192-203):
+    every request fails, the level is failed with that reason, the bench exits 1 and says
+    so last."""
+    with running_sim([*SMALL, "--api-key", "K"], tmp_path, speed=0) as sim:
+        code, text, level = _bench_all_failing(sim.url, tmp_path / "runs")
+    reason = 'HTTP 401: {"error":"Unauthorized"}'
+    assert code == 1, text
+    assert text.strip().splitlines()[-1] == (
+        f"bench failed: level 0 (concurrency 1): 4/4 requests failed: {reason}"
+    )
+    assert level["status"] == "failed"
+    assert level["reason"] == reason
+    assert level["output_tok_s"] is None  # no throughput for a level that served nothing
+    # The progress line and the printed table say why instead of a throughput.
+    assert f"level 0 failed: {reason} (0 requests, 4 errors)" in text
+    assert f"0 ok, 4 err; failed: {reason}" in text
+
+
+def test_bench_against_http_500_fails_with_its_reason(tmp_path: Path) -> None:
+    """The simulator's `http-500` fault (probability 1) answers every generate request 500,
+    an OpenAI-style error object: the level is failed with reason `HTTP 500: ...`."""
+    with running_sim(SMALL, tmp_path, speed=0, env={"DDCONSOLE_SIM_FAULT": "http-500:1"}) as sim:
+        code, text, level = _bench_all_failing(sim.url, tmp_path / "runs")
+    assert code == 1, text
+    last = text.strip().splitlines()[-1]
+    assert last.startswith("bench failed: level 0 (concurrency 1): 4/4 requests failed: HTTP 500: ")
+    assert level["status"] == "failed"
+    assert level["reason"].startswith("HTTP 500: ")
+    assert "Internal server error" in level["reason"]
+
+
+def test_failed_level_without_a_stored_reason_reads_its_most_common_error() -> None:
+    """A summary.json written before levels carried `reason` still says why a level failed."""
+    level = LevelSummary.from_json(
+        {"level": 0, "status": "failed", "errors": 3,
+         "error_kinds": {"HTTP 500: x": 1, "connection refused": 2}}
+    )  # fmt: skip
+    assert level.reason == "connection refused"
+    assert LevelSummary(level=0, errors=1, error_kinds={"x": 1}).reason is None
