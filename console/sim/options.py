@@ -49,6 +49,10 @@ MODELED = frozenset(
         "context_length",
         "mamba_radix_cache_strategy",
         "stream_interval",
+        # sglang 0.5.23 srt/arg_groups/fields/observability.py:104-115
+        "bucket_time_to_first_token",
+        "bucket_inter_token_latency",
+        "bucket_e2e_request_latency",
     }
 )
 

@@ -441,6 +441,9 @@ class SimServer:
             decode.speculative,
             decode.num_draft_tokens,
             int(options.get("decode_log_interval") or 40),
+            ttft_buckets=options.get("bucket_time_to_first_token"),
+            itl_buckets=options.get("bucket_inter_token_latency"),
+            e2e_buckets=options.get("bucket_e2e_request_latency"),
         )
         resolved = dict(options.server_args)
         resolved.update(

@@ -7,7 +7,9 @@ finishes, `realtime_tokens_total{mode="decode"}` moves every step.
 
 from __future__ import annotations
 
+import math
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -193,6 +195,20 @@ class RankTotals:
     accept_rate: float = 0.0
 
 
+def prepare_buckets(source: Iterable[float]) -> list[float]:
+    """Bucket bounds as prometheus_client's Histogram takes them: unsorted raises, no
+    dedup, a trailing +Inf is dropped here because the exposition adds its own
+    (prometheus_client metrics.py Histogram._prepare_buckets)."""
+    bounds = [float(b) for b in source]
+    if bounds != sorted(bounds):
+        raise ValueError("Buckets not in sorted order")
+    if bounds and math.isinf(bounds[-1]):
+        bounds.pop()
+    if not bounds:
+        raise ValueError("Must have at least two buckets")
+    return bounds
+
+
 class SimStats:
     """SGLang's metrics as the simulated processes would publish them.
 
@@ -210,7 +226,16 @@ class SimStats:
         spec_on: bool,
         num_draft_tokens: int,
         decode_log_interval: int,
+        ttft_buckets: list[float] | None = None,
+        itl_buckets: list[float] | None = None,
+        e2e_buckets: list[float] | None = None,
     ) -> None:
+        # `--bucket-*` flags replace the defaults; TPOT shares the ITL list
+        # (sglang 0.5.23 srt/managers/tokenizer_manager.py:846-848,
+        # srt/observability/metrics_collector.py:2058-2065).
+        self.ttft_buckets = prepare_buckets(ttft_buckets or TTFT_BUCKETS)
+        self.itl_buckets = prepare_buckets(itl_buckets or ITL_BUCKETS)
+        self.e2e_buckets = prepare_buckets(e2e_buckets or E2E_BUCKETS)
         self.model_name = model_name
         self.dp_size = dp_size
         self.spec_on = spec_on
@@ -290,23 +315,23 @@ class SimStats:
         self.ttft = Histogram(
             "sglang:time_to_first_token_seconds",
             "Histogram of time to first token in seconds.",
-            TTFT_BUCKETS,
+            self.ttft_buckets,
         )
         self.itl = Histogram(
             "sglang:inter_token_latency_seconds",
             "Histogram of inter-token latency in seconds.",
-            ITL_BUCKETS,
+            self.itl_buckets,
         )
         self.tpot = Histogram(
             "sglang:request_time_per_output_token_seconds",
             "Per-request TPOT in seconds: (finished_time - first_token_time) / "
             "(completion_tokens - 1).",
-            ITL_BUCKETS,
+            self.itl_buckets,
         )
         self.e2e = Histogram(
             "sglang:e2e_request_latency_seconds",
             "Histogram of End-to-end request latency in seconds",
-            E2E_BUCKETS,
+            self.e2e_buckets,
         )
         self.queue_time = Histogram(
             "sglang:queue_time_seconds", "Histogram of queueing time in seconds.", QUEUE_BUCKETS

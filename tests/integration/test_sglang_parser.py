@@ -57,9 +57,9 @@ def test_removed_flags_are_named_by_sglang(cli, sglang_python: str, user_profile
         (REPO / "profiles" / "kimi-k2.6.toml")
         .read_text()
         .replace(
-            'args = ["--trust-remote-code", "--mem-fraction-static", "0.90"]',
+            'args = [\n    "--trust-remote-code", "--mem-fraction-static", "0.90",',
             'args = ["--cuda-graph-max-bs", "8", "--mamba-scheduler-strategy", "no_buffer", '
-            '"--mem-fraction-static", "lots"]',
+            '"--mem-fraction-static", "lots",',
         )
     )
     (user_profiles / "kimi-k2.6.toml").write_text(text)

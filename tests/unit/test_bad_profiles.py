@@ -127,7 +127,8 @@ def test_api_key_in_args_is_refused(cli, user_profiles: Path):
     path = user_profiles / "qwen3.6-27b.toml"
     path.write_text(
         GOOD.replace(
-            'args = ["--trust-remote-code"', 'args = ["--api-key", "sekret", "--trust-remote-code"'
+            'args = [\n    "--trust-remote-code"',
+            'args = [\n    "--api-key", "sekret", "--trust-remote-code"',
         )
     )
     result = cli("profiles", "show", "qwen3.6-27b")

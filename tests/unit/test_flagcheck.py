@@ -24,6 +24,9 @@ class ServerArgs:
         parser.add_argument("--tp-size", type=int)
         parser.add_argument("--max-running-requests", type=int)
         parser.add_argument("--numa-node", type=int, nargs="+")
+        for flag in ("--bucket-time-to-first-token", "--bucket-inter-token-latency",
+                     "--bucket-e2e-request-latency"):
+            parser.add_argument(flag, type=float, nargs="+")
         parser.add_argument("--speculative-num-draft-tokens", type=int)
         parser.add_argument("--speculative-num-steps", type=int)
         parser.add_argument("--speculative-eagle-topk", type=int)
@@ -97,8 +100,8 @@ def test_unknown_ambiguous_and_invalid_flags_are_named(cli, fake_sglang, user_pr
         (REPO / "profiles" / "kimi-k2.6.toml")
         .read_text()
         .replace(
-            'args = ["--trust-remote-code", "--mem-fraction-static", "0.90"]',
-            'args = ["--cuda-graph-max-bs", "8", "--bogus-flag", "--max-running-requests", "many"]',
+            'args = [\n    "--trust-remote-code", "--mem-fraction-static", "0.90",',
+            'args = ["--cuda-graph-max-bs", "8", "--bogus-flag", "--max-running-requests", "many",',
         )
     )
     (user_profiles / "kimi-k2.6.toml").write_text(text)

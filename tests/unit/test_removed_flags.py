@@ -6,6 +6,7 @@ real parser."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -15,13 +16,12 @@ from tests.conftest import REPO, CliResult
 
 
 def _plan_with_args(cli, user_profiles: Path, args: list[str]) -> dict[str, object]:
-    text = (
-        (REPO / "profiles" / "kimi-k2.6.toml")
-        .read_text()
-        .replace(
-            'args = ["--trust-remote-code", "--mem-fraction-static", "0.90"]',
-            f"args = {json.dumps(args)}",
-        )
+    text = re.sub(
+        r"^args = \[.*?\]$",
+        f"args = {json.dumps(args)}",
+        (REPO / "profiles" / "kimi-k2.6.toml").read_text(),
+        count=1,
+        flags=re.M | re.S,
     )
     (user_profiles / "kimi-k2.6.toml").write_text(text)
     result: CliResult = cli("plan", "kimi-k2.6", "--demo", "--json")
