@@ -77,6 +77,7 @@ def one_request(url: str, input_len: int, output_len: int, seed: int = 0) -> dic
     return {
         "tokens": meta["completion_tokens"],
         "tok_s": meta["completion_tokens"] / e2e,
+        "decode_tok_s": meta["completion_tokens"] / (e2e - ttft),
         "accept": meta.get("spec_accept_length", 1.0),
         "step_s": (e2e - ttft) / steps,
         "ids": final["output_ids"],
@@ -151,8 +152,9 @@ def test_qwen_ddtree_acceptance_and_step_time(qwen_runs, variant, accept, step_s
     run = qwen_runs[variant]
     assert within(run["accept"], accept), run["accept"]
     assert within(run["step_s"], step_s), run["step_s"]
-    # Throughput is what a step commits over what it costs.
-    assert within(run["tok_s"], run["accept"] / run["step_s"], 0.05)
+    # Decode throughput is what a step commits over what it costs. The TTFT is left out: a
+    # loaded machine's event-loop lag lands in it, ten times over on the simulated clock.
+    assert within(run["decode_tok_s"], run["accept"] / run["step_s"], 0.05)
 
 
 def test_qwen_ddtree_b15_speedup_and_ordering(qwen_runs):
