@@ -42,6 +42,7 @@ ALLOWED = {
     "console/bench/results.py:_object": "parse helper of from_json",
     "console/bench/results.py:json_field": "parse helper of from_json",
     "console/bench/findings.py:finding_from_json": "summary.json's findings, parsed",
+    "console/bench/sglang_import.py:_stats": "reads one figure of bench_serving's JSONL row",
     # Lines and bodies about to be written or just read.
     "console/bench/rundir.py:RunDir.append": "a JSONL line about to be written",
     "console/bench/rundir.py:RunDir.read_jsonl": "JSONL lines just read, parsed by from_json",

@@ -22,7 +22,15 @@ import httpx
 from console import __version__
 from console.bench.cells import CellTraits, meta_from_plan, meta_from_server_info
 from console.bench.client import Endpoint, make_client
-from console.bench.levels import LevelOutcome, LevelSpec, Target, admin_headers, run_level
+from console.bench.levels import (
+    LevelOutcome,
+    LevelSpec,
+    Target,
+    admin_headers,
+    boxed,
+    run_level,
+    until_stopped,
+)
 from console.bench.listing import Progress
 from console.bench.recorder import TelemetryRecorder
 from console.bench.results import (
@@ -39,8 +47,10 @@ from console.bench.summary import write_summaries
 from console.bench.tables import fmt
 from console.bench.workload import Workload
 from console.core.errors import ServerStartFailed
+from console.core.http import JSON_MAX_BYTES, get_capped
 from console.core.redact import argv_secrets, field_secrets, redact_json
 from console.hw.backend import GpuBackend
+from console.telemetry.sglang_source import time_scale
 from console.topology.placement import Plan
 
 Event = Callable[[str], None]
@@ -86,7 +96,8 @@ class ServerControl(Protocol):
     def failure(self, server_id: str) -> str | None:
         """Why the server died, if it did."""
 
-    def stop(self, server_id: str) -> None: ...
+    def stop(self, server_id: str) -> list[str] | None:
+        """Stop the cell's server; returns warnings (a state file left unwritten)."""
 
 
 @dataclass
@@ -110,7 +121,13 @@ class RunOptions:
 async def server_info(client: httpx.AsyncClient, server: ServerHandle) -> JsonDict | None:
     """The server's /server_info document (SGLang's JSON, kept verbatim once redacted)."""
     try:
-        response = await client.get(f"{server.url}/server_info", headers=server.headers, timeout=30)
+        response = await get_capped(
+            client,
+            f"{server.url}/server_info",
+            headers=server.headers,
+            deadline_s=30,
+            max_bytes=JSON_MAX_BYTES,
+        )
         data = response.json() if response.status_code == 200 else None
     except (httpx.HTTPError, ValueError):
         return None
@@ -306,16 +323,20 @@ class CampaignRunner:
         finally:
             if cell.fixed is None and started.server_id and self.control is not None:
                 self.on_event(f"{cell.cell_id}: stopping {started.server_id}")
-                await asyncio.to_thread(self.control.stop, started.server_id)
+                warnings = await asyncio.to_thread(self.control.stop, started.server_id)
+                for line in warnings or ():
+                    self.on_event(f"{cell.cell_id}: {line}")
 
     async def _run_levels(
         self, cell: CellPlan, server: ServerHandle, levels: list[LevelSpec]
     ) -> None:
         concurrency = max((lv.concurrency or 1) for lv in levels)
         async with make_client(concurrency) as client:
-            info = await server_info(client, server)
-            sim = (info or {}).get("sim") if info else None
-            scale = float(sim["speed"]) if isinstance(sim, dict) and sim.get("speed") else 1.0
+            asked = await until_stopped(boxed(server_info(client, server)), self.stop)
+            if asked is None:
+                return
+            info = asked[0]
+            scale = time_scale(info)
             target = Target(
                 server.url,
                 dict(server.headers),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import math
 import time
 from array import array
 from collections.abc import AsyncIterator
@@ -26,6 +27,9 @@ from console.bench.results import RequestResult as RequestResult
 from console.bench.workload import Prompt
 
 _COMPLETION = b'"completion_tokens":'
+MAX_EVENT_BYTES = 16 * 1024 * 1024
+"""One SSE event longer than this is a broken stream (the native stream repeats the whole text
+so far in each event: a few hundred kilobytes at most)."""
 
 
 class Endpoint(StrEnum):
@@ -138,7 +142,7 @@ async def run_request(
     try:
         async with _streamed(client, request) as response:
             if response.status_code != 200:
-                text = (await response.aread())[:300].decode(errors="replace")
+                text = (await _head(response, 300)).decode(errors="replace")
                 result.error = f"HTTP {response.status_code}: {text.strip()}"
                 return result
             if endpoint is Endpoint.GENERATE:
@@ -149,6 +153,11 @@ async def run_request(
         result.error = describe_error(exc, result.chunks)
     except (aiohttp.ClientError, ConnectionError, TimeoutError) as exc:
         result.error = describe_error(exc, result.chunks)
+    except (ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
+        # A chunk that is not what SGLang sends (invalid JSON after `data:`, a count that is
+        # not a number): this request failed, the benchmark goes on.
+        where = f" after {result.chunks} chunks" if result.chunks else ""
+        result.error = f"malformed stream chunk{where}: {type(exc).__name__}: {exc}"[:300]
     if result.error is None and result.output_tokens is None:
         result.error = f"stream ended without a final chunk after {result.chunks} chunks"
     return result
@@ -168,6 +177,27 @@ async def _streamed(
         yield response
     finally:
         await response.aclose()
+
+
+def _count(value: object) -> int | None:
+    """A token count from a chunk, or None when the server sent something else."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+async def _head(response: httpx.Response, limit: int) -> bytes:
+    """The first `limit` bytes of a body, never more read (an error page may be huge)."""
+    data = b""
+    async for chunk in response.aiter_raw():
+        data += chunk
+        if len(data) >= limit:
+            break
+    return data[:limit]
 
 
 def _events(buffer: bytes) -> tuple[list[bytes], bytes]:
@@ -214,6 +244,8 @@ async def _read_native(
             data = pending + data
         cut = data.rfind(b"\n\n")
         if cut < 0:
+            if len(data) > MAX_EVENT_BYTES:
+                raise ValueError("stream event over 16 MiB")
             pending = data
             continue
         pending = data[cut + 2 :]
@@ -266,9 +298,9 @@ async def _read_native(
     result.output_tokens = tokens if final is not None else None
     if final is not None:
         meta = json.loads(final[final.index(b"{") :]).get("meta_info", {})
-        result.prompt_tokens = meta.get("prompt_tokens")
-        result.spec_verify_ct = meta.get("spec_verify_ct")
-        result.accept_length = meta.get("spec_accept_length")
+        result.prompt_tokens = _count(meta.get("prompt_tokens"))
+        result.spec_verify_ct = _count(meta.get("spec_verify_ct"))
+        result.accept_length = _number(meta.get("spec_accept_length"))
         reason_info = meta.get("finish_reason")
         result.finish_reason = reason_info.get("type") if isinstance(reason_info, dict) else None
     _finish(result, start, first, last, now, scale)
@@ -285,6 +317,8 @@ async def _read_openai(
         now = time.perf_counter()
         buffer += data
         events, buffer = _events(buffer)
+        if len(buffer) > MAX_EVENT_BYTES:
+            raise ValueError("stream event over 16 MiB")
         for event in events:
             if not event.startswith(b"data: {"):
                 continue
@@ -314,10 +348,10 @@ async def _read_openai(
                     result.finish_reason = choice["finish_reason"]
             details = (chunk.get("sglext") or {}).get("spec_tokens_details")
             if isinstance(details, dict):
-                result.spec_verify_ct = details.get("spec_verify_ct")
-                result.accept_length = details.get("spec_accept_length")
+                result.spec_verify_ct = _count(details.get("spec_verify_ct"))
+                result.accept_length = _number(details.get("spec_accept_length"))
             usage = chunk.get("usage")
             if isinstance(usage, dict) and usage.get("completion_tokens") is not None:
                 result.output_tokens = int(usage["completion_tokens"])
-                result.prompt_tokens = usage.get("prompt_tokens")
+                result.prompt_tokens = _count(usage.get("prompt_tokens"))
     _finish(result, start, first, last, time.perf_counter(), scale)

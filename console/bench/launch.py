@@ -66,6 +66,9 @@ def create_run(
     by the runner when not given here; `argv` is the command line that asked (the CLI's)."""
     from console.bench.request import CampaignRequest
 
+    # A bad dataset file (or workload) fails here, before a run folder exists: no empty
+    # `created 0/0` run is left behind (cheap without a dataset: no prompts are generated).
+    request.workload()
     meta = RunMeta(
         kind=request.kind,
         status="created",

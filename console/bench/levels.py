@@ -10,9 +10,9 @@ import asyncio
 import math
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -20,8 +20,24 @@ from console.bench.client import Endpoint, RequestResult, run_request
 from console.bench.results import Counters, JsonDict
 from console.bench.workload import Prompt, Workload
 from console.core.auth import bearer_from_env
+from console.core.http import JSON_MAX_BYTES, METRICS_MAX_BYTES, get_capped, request_capped
 from console.telemetry.prometheus import MetricsParseError, parse
 from console.topology.placement import Plan
+
+T = TypeVar("T")
+PROMPT_BATCH = 256
+"""Prompts are generated this many at a time (warm-up included), never all up front..."""
+BATCH_TOKENS = 1 << 22
+"""...and fewer when they are long: a batch holds about this many token ids at most."""
+
+
+def batch_size(workload: Workload, wanted: int) -> int:
+    return max(1, min(PROMPT_BATCH, wanted, BATCH_TOKENS // max(1, workload.input_len)))
+
+
+COUNTERS_DEADLINE_S = 10.0
+STOPPED_COUNTERS_DEADLINE_S = 0.5
+FLUSH_DEADLINE_S = 90.0
 
 COUNTER_NAMES = frozenset(
     {
@@ -94,11 +110,15 @@ class LevelOutcome:
     """Why the level's /flush_cache failed (None: not asked for, or flushed)."""
 
 
-async def read_counters(client: httpx.AsyncClient, url: str) -> Counters | None:
+async def read_counters(
+    client: httpx.AsyncClient, url: str, *, deadline_s: float = COUNTERS_DEADLINE_S
+) -> Counters | None:
     """The counters acceptance and throughput are computed from, and the live gauge; None
     when /metrics does not answer with them."""
     try:
-        response = await client.get(f"{url}/metrics", timeout=10)
+        response = await get_capped(
+            client, f"{url}/metrics", deadline_s=deadline_s, max_bytes=METRICS_MAX_BYTES
+        )
         snapshot = parse(response.text, COUNTER_NAMES) if response.status_code == 200 else None
     except (httpx.HTTPError, MetricsParseError):
         snapshot = None
@@ -118,8 +138,14 @@ async def flush_cache(client: httpx.AsyncClient, target: Target) -> str | None:
     """Flush the radix cache; None when flushed, else why not (for the level's record)."""
     headers = target.admin_headers if target.admin_headers is not None else target.headers
     try:
-        response = await client.post(
-            f"{target.url}/flush_cache", params={"timeout": 60}, headers=headers, timeout=90
+        response = await request_capped(
+            client,
+            "POST",
+            f"{target.url}/flush_cache",
+            params={"timeout": 60},
+            headers=headers,
+            deadline_s=FLUSH_DEADLINE_S,
+            max_bytes=JSON_MAX_BYTES,
         )
     except httpx.HTTPError as exc:
         return f"/flush_cache failed: {type(exc).__name__}: {exc}"
@@ -149,13 +175,44 @@ async def run_level(
     on_result: Callable[[int, RequestResult], None],
     stop: asyncio.Event,
 ) -> LevelOutcome:
-    """Run the level; `on_result(index, result)` sees each finished request at once."""
+    """Run the level; `on_result(index, result)` sees each finished request at once.
+    Every step (warm-up, flush, counter reads, requests) gives way to `stop` at once."""
     send = _sender(client, target, endpoint)
-    for prompt in workload.prompts(spec.warmup, level=10_000 + spec.index):
-        await send(prompt)
-    flush_error = await flush_cache(client, target) if spec.flush_cache else None
-    before = await read_counters(client, target.url)
     results: list[RequestResult] = []
+    started_wall = time.time()
+    flush_error: str | None = None
+    before: Counters | None = None
+
+    def stopped_outcome() -> LevelOutcome:
+        return LevelOutcome(
+            spec,
+            started_wall,
+            time.time(),
+            0.0,
+            results,
+            before,
+            None,
+            interrupted=True,
+            flush_error=flush_error,
+        )
+
+    warmed = 0
+    while warmed < spec.warmup:
+        batch = batch_size(workload, spec.warmup - warmed)
+        seed = 10_000 + spec.index if warmed == 0 else (10_000 + spec.index) * 1000 + warmed
+        for prompt in workload.prompts(batch, level=seed):
+            if await until_stopped(send(prompt), stop) is None:
+                return stopped_outcome()
+        warmed += batch
+    if spec.flush_cache:
+        flushed = await until_stopped(boxed(flush_cache(client, target)), stop)
+        if flushed is None:
+            return stopped_outcome()
+        flush_error = flushed[0]
+    read = await until_stopped(boxed(read_counters(client, target.url)), stop)
+    if read is None:
+        return stopped_outcome()
+    before = read[0]
     started_wall = time.time()
     start = time.perf_counter()
     # A level's duration is in the server's seconds (a simulator may run faster than life).
@@ -172,7 +229,13 @@ async def run_level(
     else:
         await _closed_loop(send, prompts, spec.concurrency or 1, deadline, stop, keep)
     wall = time.perf_counter() - start
-    after = await read_counters(client, target.url)
+    if stop.is_set():
+        # Interrupted: the counters so far if the server answers at once (acceptance over
+        # what was measured), never a wait on a server that does not.
+        after = await read_counters(client, target.url, deadline_s=STOPPED_COUNTERS_DEADLINE_S)
+    else:
+        read_after = await until_stopped(boxed(read_counters(client, target.url)), stop)
+        after = read_after[0] if read_after is not None else None
     return LevelOutcome(
         spec,
         started_wall,
@@ -184,6 +247,33 @@ async def run_level(
         interrupted=stop.is_set(),
         flush_error=flush_error,
     )
+
+
+async def until_stopped(work: Awaitable[T], stop: asyncio.Event) -> T | None:
+    """`work`'s result, or None (and `work` cancelled) as soon as `stop` is set. Results that
+    may themselves be None are wrapped by the caller (`boxed`)."""
+    if stop.is_set():
+        if asyncio.iscoroutine(work):
+            work.close()
+        return None
+    task = asyncio.ensure_future(work)
+    stopper = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+        if not task.done():
+            task.cancel()
+        await asyncio.gather(task, stopper, return_exceptions=True)
+    if task.cancelled():
+        return None
+    return task.result()
+
+
+async def boxed(work: Awaitable[T]) -> tuple[T]:
+    """`work`'s result in a 1-tuple, so that `until_stopped` tells a None result (boxed) from
+    a stop (None)."""
+    return (await work,)
 
 
 class _PromptSource:
@@ -201,7 +291,7 @@ class _PromptSource:
         if self.issued >= self.count:
             return None
         if not self._buffer:
-            batch = min(256, self.count - self.issued)
+            batch = batch_size(self.workload, self.count - self.issued)
             self._buffer = self.workload.prompts(batch, level=self.level * 1000 + self._batches)
             self._batches += 1
         index = self.issued

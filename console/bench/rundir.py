@@ -21,7 +21,7 @@ from typing import TextIO
 from console.bench.results import JsonDict, JsonObject
 from console.bench.runmeta import SCHEMA_VERSION, RunMeta
 from console.core.errors import ConsoleError, UsageError
-from console.core.jsonio import atomic_write_json, atomic_write_text, dumps_line
+from console.core.jsonio import atomic_write_json, atomic_write_text, dumps_line, load_json_text
 
 __all__ = ["SCHEMA_VERSION", "RunDir", "RunWriteError", "check_writable", "slug"]
 
@@ -39,8 +39,10 @@ def check_writable(folder: Path) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         probe = folder / f".write-test-{os.getpid()}"
-        probe.write_text("x" * 4096)
-        probe.unlink()
+        try:
+            probe.write_text("x" * 4096)
+        finally:
+            probe.unlink(missing_ok=True)
     except OSError as exc:
         raise UsageError(
             f"results directory {folder} is not writable: {exc.strerror or exc}",
@@ -97,7 +99,7 @@ class RunDir:
         """`run.json`; ConsoleError naming the file and what is wrong with it."""
         path = self.path / "run.json"
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = load_json_text(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise ConsoleError(f"{path}: unreadable ({exc})") from None
         try:
@@ -140,7 +142,7 @@ class RunDir:
                         break
                     try:
                         row = json.loads(line)
-                    except ValueError:
+                    except (ValueError, RecursionError):
                         continue
                     if isinstance(row, dict):
                         rows.append(row)
@@ -150,6 +152,29 @@ class RunDir:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             raise ConsoleError(f"{self.path / name}: {reason}") from None
         return rows
+
+    def damaged_lines(self, name: str) -> int:
+        """How many lines of a JSONL file `read_jsonl` skips: not JSON, not an object, or
+        torn at the end (counted once no live campaign is still writing it). Streams the file;
+        0 when it cannot be read (that is reported where it is read)."""
+        damaged = 0
+        try:
+            with (self.path / name).open("rb") as handle:
+                for raw in handle:
+                    if not raw.endswith(b"\n"):
+                        if self.owner_alive() is None:
+                            damaged += 1
+                        break
+                    try:
+                        row = json.loads(raw)
+                    except (ValueError, RecursionError):
+                        damaged += 1
+                        continue
+                    if not isinstance(row, dict):
+                        damaged += 1
+        except OSError:
+            return 0
+        return damaged
 
     def write_text(self, name: str, text: str) -> None:
         self._guard(lambda: atomic_write_text(self.path / name, text, mode=0o644))

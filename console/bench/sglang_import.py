@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 from pathlib import Path
 
 from console.bench.cells import meta_from_server_info
@@ -73,23 +74,57 @@ def _level(index: int, row: JsonObject) -> LevelSummary:
     )
 
 
-def import_sglang_jsonl(path: Path, root: Path, name: str | None) -> RunDir:
+MAX_LINE_BYTES = 64 * 1024 * 1024
+"""One bench_serving result line: its /server_info and, with --output-details, every
+request's lengths and latencies; far below this."""
+MAX_FILE_BYTES = 512 * 1024 * 1024
+MAX_ROWS = 100_000
+
+
+def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """(number, line) for each non-blank line, read streaming with caps: a huge or endless
+    file (`/dev/zero`) fails at the cap with its memory flat."""
+    total = 0
     try:
-        lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        with path.open("rb") as handle:
+            number = 0
+            while True:
+                line = handle.readline(MAX_LINE_BYTES + 1)
+                if not line:
+                    return
+                number += 1
+                total += len(line)
+                if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+                    raise UsageError(
+                        f"{path}: line {number} is longer than {MAX_LINE_BYTES // 2**20} MiB "
+                        "(not a bench_serving result file)"
+                    )
+                if total > MAX_FILE_BYTES:
+                    raise UsageError(
+                        f"{path}: more than {MAX_FILE_BYTES // 2**20} MiB "
+                        "(not a bench_serving result file)"
+                    )
+                if line.strip():
+                    yield number, line
     except OSError as exc:
         raise UsageError(f"{path}: {exc.strerror or exc}") from None
+
+
+def import_sglang_jsonl(path: Path, root: Path, name: str | None) -> RunDir:
     rows: list[JsonObject] = []
-    for number, line in enumerate(lines, start=1):
+    for number, line in _lines(path):
         try:
             # bench_serving writes a bare `Infinity` for an unbounded request rate.
-            row = json.loads(line)
-        except ValueError:
+            row = json.loads(line.decode("utf-8"))
+        except (ValueError, RecursionError):
             raise UsageError(f"{path}: line {number} is not JSON") from None
         if not isinstance(row, dict) or "output_throughput" not in row:
             raise UsageError(
                 f"{path}: line {number} is not a bench_serving result (no output_throughput)"
             )
         rows.append(row)
+        if len(rows) > MAX_ROWS:
+            raise UsageError(f"{path}: more than {MAX_ROWS} results")
     if not rows:
         raise UsageError(f"{path}: no results")
     backend = str(rows[0].get("backend", "sglang"))

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from console.core.errors import ProfileError, UsageError
-from console.profiles.loader import describe_error, format_key_path
+from console.profiles.loader import describe_error, format_key_path, read_toml_file
 
 
 class CellSpec(BaseModel):
@@ -77,14 +76,12 @@ class CampaignSpec(BaseModel):
 
 
 def load_campaign(path: Path) -> CampaignSpec:
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ProfileError(str(path), "", f"TOML syntax error: {exc}") from None
-    except OSError as exc:
-        raise ProfileError(str(path), "", f"cannot read: {exc.strerror or exc}") from None
+    # Binary, FIFO, deeply nested or malformed: one ProfileError naming the file.
+    raw = read_toml_file(path)
     try:
         return CampaignSpec.model_validate(raw)
+    except RecursionError:
+        raise ProfileError(str(path), "", "values nested too deeply to check") from None
     except ValidationError as exc:
         error = exc.errors(include_url=False)[0]
         loc = tuple(error["loc"])

@@ -185,7 +185,12 @@ def summarize_run(run: RunDir) -> RunSummary:
     meta = run.meta()
     records = _level_records(run)
     requests = _requests_by_level(run)
-    gpu = run_gpu_readings(run.path)
+    try:
+        gpu = run_gpu_readings(run.path)
+    except UnicodeDecodeError as exc:
+        raise ConsoleError(
+            f"{run.path}: a telemetry file is not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from None
     cells_out = []
     for cell in meta.cells:
         # A level run again after --resume supersedes the earlier attempt.

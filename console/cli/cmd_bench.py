@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from console.cli import argtypes
 from console.cli import run_common as rc
 
 
@@ -26,21 +27,21 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
     )
     bench.add_argument(
         "--rate",
-        type=rc.float_list,
+        type=argtypes.positive_float_list,
         default=None,
         metavar="R[,R...]",
         help="open-loop Poisson request rates per second instead",
     )
     bench.add_argument(
         "--requests",
-        type=int,
+        type=argtypes.requests,
         default=None,
         metavar="N",
         help="requests per level (default 16 unless --duration)",
     )
     bench.add_argument(
         "--duration",
-        type=float,
+        type=argtypes.duration_s,
         default=None,
         metavar="S",
         help="seconds per level instead of a request count",
@@ -64,8 +65,8 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _workload_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--input-len", type=int, default=512, metavar="N")
-    parser.add_argument("--output-len", type=int, default=256, metavar="N")
+    parser.add_argument("--input-len", type=argtypes.token_count, default=512, metavar="N")
+    parser.add_argument("--output-len", type=argtypes.token_count, default=256, metavar="N")
     parser.add_argument(
         "--range-ratio",
         type=float,
@@ -78,7 +79,7 @@ def _workload_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--warmup",
-        type=int,
+        type=argtypes.warmup,
         default=1,
         metavar="N",
         help="uncounted requests before each level (default 1)",
@@ -96,7 +97,7 @@ def _workload_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--vocab-size",
-        type=int,
+        type=argtypes.vocab_size,
         default=32000,
         metavar="N",
         help="random input ids stay below this (default 32000)",
@@ -108,6 +109,8 @@ def _bench(args: argparse.Namespace) -> int:
     from console.bench.request import BenchRequest
     from console.cli import runner
 
+    if args.concurrency:
+        rc.check_open_files(max(args.concurrency), "--concurrency")
     services = rc.services(args)
     request = BenchRequest(
         server_id=args.server,

@@ -50,6 +50,8 @@ def _campaign(args: argparse.Namespace) -> int:
         request = stored
     else:
         request = CampaignRequest.from_file(args.file).check(services.catalog)
+        rc.check_rates(request.spec.rates, f"{args.file}: rates")
+        rc.check_open_files(max(request.spec.concurrency or [1]), f"{args.file}: concurrency")
         run = create_run(
             request,
             runs_root=root,

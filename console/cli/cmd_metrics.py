@@ -7,6 +7,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
+from console.cli import argtypes
 from console.cli.render import print_json, table
 from console.telemetry.reading import latency_pair, latency_scope
 
@@ -30,10 +31,10 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
     mode.add_argument("--watch", action="store_true", help="a line per interval (no TTY needed)")
     parser.add_argument(
         "--interval",
-        type=float,
+        type=argtypes.interval_s,
         default=1.0,
         metavar="S",
-        help="seconds between readings (default 1)",
+        help="seconds between readings (default 1, at least 0.05)",
     )
     parser.add_argument(
         "--url",

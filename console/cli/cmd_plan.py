@@ -110,14 +110,27 @@ def print_plan(plan: Any) -> None:
         ["gpus", f"{','.join(map(str, plan.gpus))}  (tp {plan.tp}, dp {plan.dp})"],
         ["numa", f"{plan.numa_policy}: {binding}"],
         ["listen", f"{plan.host}:{plan.port}"],
-        ["env", " ".join(f"{k}={v}" for k, v in sorted(plan.env.items()))],
+        ["env", " ".join(f"{k}={v}" for k, v in sorted(plan.shown_env.items()))],
     ]
     if plan.requires:
         rows.append(["needs", plan.requires])
     print(table(["", ""], rows).split("\n", 1)[1])
     print("argv")
-    print("  " + wrap_argv(plan.argv))
+    print("  " + wrap_argv(plan.shown_argv))
     if plan.warnings:
         print("warnings")
         for warning in plan.warnings:
             print(f"  ! {warning.message}")
+
+
+SECURITY_WARNINGS = ("exposed-without-key",)
+"""Plan warnings `up` repeats (on stderr) before launching: who else can reach the server."""
+
+
+def print_security_warnings(plan: Any) -> None:
+    """`ddconsole: warning: ...` on stderr for each of the plan's security warnings."""
+    import sys
+
+    for warning in plan.warnings:
+        if warning.code in SECURITY_WARNINGS:
+            print(f"ddconsole: warning: {warning.message}", file=sys.stderr)

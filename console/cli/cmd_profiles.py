@@ -128,13 +128,13 @@ def _show(args: argparse.Namespace) -> int:
     loaded = services.catalog.get(args.name)
     profile = loaded.profile
     if args.json:
+        from console.core.redact import redact_env
+
+        dumped = profile.model_dump(mode="json")  # secret env values shown as `***`
+        for table_ in [dumped["server"], *dumped["variants"].values()]:
+            table_["env"] = redact_env(table_["env"])
         print_json(
-            {
-                "name": loaded.name,
-                "path": str(loaded.path),
-                "origin": loaded.origin,
-                **profile.model_dump(mode="json"),
-            }
+            {"name": loaded.name, "path": str(loaded.path), "origin": loaded.origin, **dumped}
         )
         return 0
     print(f"{loaded.name}  ({loaded.origin}: {loaded.path})")
@@ -152,7 +152,10 @@ def _show(args: argparse.Namespace) -> int:
     if profile.server.args:
         print(f"args      {' '.join(profile.server.args)}")
     if profile.server.env:
-        print("env       " + " ".join(f"{k}={v}" for k, v in profile.server.env.items()))
+        from console.core.redact import redact_env
+
+        shown = redact_env(profile.server.env)
+        print("env       " + " ".join(f"{k}={v}" for k, v in shown.items()))
     print("\nlayouts")
     print(
         table(

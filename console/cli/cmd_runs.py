@@ -103,7 +103,22 @@ def _runs_show(args: argparse.Namespace) -> int:
         print_json(summary.to_json())
     else:
         print_summary(summary)
+    _warn_damage(run)
     return 0
+
+
+def _warn_damage(run: RunDir) -> None:
+    """One line per JSONL file whose damaged lines the summary had to skip."""
+    import sys
+
+    for name in ("levels.jsonl", "requests.jsonl"):
+        damaged = run.damaged_lines(name)
+        if damaged:
+            print(
+                f"ddconsole: warning: {run.path / name}: {damaged} damaged "
+                f"line{'s' if damaged != 1 else ''} skipped (not counted above)",
+                file=sys.stderr,
+            )
 
 
 def _level_verdicts(run: RunDir) -> dict[tuple[str, int], tuple[str, str | None]]:

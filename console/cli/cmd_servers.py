@@ -154,12 +154,13 @@ def _outcome(args: argparse.Namespace, status: ServerStatus, *, waited: bool = T
 
 
 def _up(args: argparse.Namespace) -> int:
-    from console.cli.cmd_plan import make_plan
+    from console.cli.cmd_plan import make_plan, print_security_warnings
     from console.server import actions
 
     services = _services(args)
     plan = make_plan(services, args.profile, args.layout, args.variant, args.port, args.gpus)
     _say(args, f"up {plan.profile} / {plan.layout} / {plan.variant}")
+    print_security_warnings(plan)
     manager = services.manager()
     record = actions.launch(manager, plan, on_event=lambda text: _say(args, text))
     if args.no_wait:
@@ -362,19 +363,29 @@ def _down(args: argparse.Namespace) -> int:
     results: list[dict[str, object]] = []  # `down --json`: one object per server
     code = 0
     for server_id in _targets(args, manager):
+
+        def progress(elapsed: float, text: str, sid: str = server_id) -> None:
+            _say(args, f"  {sid} {elapsed:5.1f}s {text}")
+
         try:
             status = manager.status(server_id, probe=False)
         except StateError as exc:
             # An unreadable record: stop whatever still carries its marker, then drop it.
-            removed = manager.stop_unreadable(server_id)
+            removed = manager.stop_unreadable(server_id, grace=args.grace, on_event=progress)
             _say(args, f"{server_id}: {exc.message}; {removed}")
             results.append({"id": server_id, "result": "removed unreadable state file"})
             continue
         if status.state.terminal:
             if status.orphans:
-                # Orphaned schedulers of a dead leader: remove them before forgetting it.
-                _say(args, manager.stop(server_id, grace=0).summary())
-            manager.forget(server_id)
+                # Processes of a dead (or unknown) leader: stop them before forgetting it.
+                _say(args, manager.stop(server_id, grace=args.grace, on_event=progress).summary())
+            try:
+                manager.forget(server_id)
+            except StateError as exc:
+                _say(args, f"{server_id}: {exc}")
+                results.append({"id": server_id, "result": "not forgotten", "error": exc.message})
+                code = 1
+                continue
             _say(
                 args,
                 f"forgot {server_id} ({status.state.value}"
@@ -382,10 +393,6 @@ def _down(args: argparse.Namespace) -> int:
             )
             results.append({"id": server_id, "result": "forgotten", "state": status.state.value})
             continue
-
-        def progress(elapsed: float, text: str, sid: str = server_id) -> None:
-            _say(args, f"  {sid} {elapsed:5.1f}s {text}")
-
         report = manager.stop(server_id, grace=args.grace, on_event=progress)
         _say(args, report.summary())
         if report.port_free is False or report.notes:
@@ -400,6 +407,7 @@ def _down(args: argparse.Namespace) -> int:
                 "port_free": report.port_free,
                 "gpus_released": report.gpus_released,
                 "notes": report.notes,
+                "warnings": report.warnings,
             }
         )
     if args.json:

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from console.cli import argtypes
 from console.core.errors import ConsoleError, UsageError
 
 if TYPE_CHECKING:
@@ -58,10 +59,10 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         "when cairosvg is missing unless asked for explicitly)",
     )
     snap.add_argument("--from-recording", metavar="FILE", help="a recording or a run directory")
-    snap.add_argument("--at", type=float, metavar="S", help="seconds into the recording")
+    snap.add_argument("--at", type=argtypes.at_s, metavar="S", help="seconds into the recording")
     snap.add_argument(
         "--history",
-        type=float,
+        type=argtypes.history_s,
         default=300.0,
         metavar="S",
         help="seconds of history to include (default 300)",
@@ -74,11 +75,13 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="record GPUs, host and servers to a replayable file (no TUI)",
     )
-    record.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
+    record.add_argument(
+        "--duration", type=argtypes.duration_s, metavar="S", help="stop after S seconds"
+    )
     record.add_argument(
         "--out", metavar="FILE", help="where (default: the state dir's recordings/)"
     )
-    record.add_argument("--interval", type=float, default=1.0, metavar="S")
+    record.add_argument("--interval", type=argtypes.interval_s, default=1.0, metavar="S")
     record.add_argument("--json", action="store_true")
     record.set_defaults(handler=_record)
 
@@ -87,10 +90,14 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
     )
     replay.add_argument("file", metavar="FILE", help="a .ddrec.gz recording or a run directory")
     replay.add_argument(
-        "--at", type=float, default=0.0, metavar="S", help="start S seconds in (default 0)"
+        "--at", type=argtypes.at_s, default=0.0, metavar="S", help="start S seconds in (default 0)"
     )
     replay.add_argument(
-        "--speed", type=float, default=1.0, metavar="X", help="play X times real time (default 1)"
+        "--speed",
+        type=argtypes.speed,
+        default=1.0,
+        metavar="X",
+        help="play X times real time (default 1)",
     )
     replay.add_argument("--paused", action="store_true", help="open paused (space plays)")
     replay.set_defaults(handler=_replay)
@@ -251,7 +258,10 @@ def _gather_recording(args: argparse.Namespace) -> Gathered:
     services = Services.create(demo=bool(args.demo))
     at = recording.duration_s if args.at is None else args.at
     if at < 0 or at > recording.duration_s + 1e-6:
-        raise UsageError(f"--at {at:g}: the recording covers 0 to {recording.duration_s:.1f} s")
+        damaged = f" (damaged: {recording.damage})" if recording.damage else ""
+        raise UsageError(
+            f"--at {at:g}: the recording covers 0 to {recording.duration_s:.1f} s{damaged}"
+        )
     replay = ReplayBackend(recording, runs_root=services.state.runs, position_s=at, playing=False)
     servers = replay.raw_servers()
     latest = _latest_run(replay)
@@ -327,7 +337,11 @@ def _snapshot(args: argparse.Namespace) -> int:
                 "###" + line[1:] if line.startswith("# ") else line
                 for line in run_markdown(latest).splitlines()
             )
-        write("snapshot.md", to_markdown(document, latest, run_text))
+        markdown = to_markdown(document, latest, run_text)
+        if document.get("recording_damage"):
+            # Said where the reader looks, not only in snapshot.json.
+            markdown += f"\n> **Recording damaged:** {document['recording_damage']}\n"
+        write("snapshot.md", markdown)
     if "svg" in formats or "png" in formats:
         from console.tui.headless import render_svg
 
@@ -338,6 +352,12 @@ def _snapshot(args: argparse.Namespace) -> int:
             svg_to_png(svg, out / "dashboard.png")
             written.append(str(out / "dashboard.png"))
     elapsed = time.monotonic() - started
+    if document.get("recording_damage"):
+        print(
+            f"ddconsole: warning: the recording is damaged ({document['recording_damage']}); "
+            "the snapshot shows what was readable",
+            file=sys.stderr,
+        )
     if args.json:
         print(json.dumps({"written": written, "seconds": round(elapsed, 2)}))
     else:

@@ -3,13 +3,50 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
+from typing import Any
 
 from console import __version__
+from console.cli import argtypes
+
+_FLOAT_POLICY = {"grace": argtypes.grace_s, "timeout": argtypes.timeout_s}
+"""Plain `type=float` flags by destination: the shared policy replaces them (`down --grace`,
+`up --timeout`); any other plain float flag still refuses NaN and infinities."""
+
+
+class ConsoleArgumentParser(argparse.ArgumentParser):
+    """An argparse parser whose type conversions never escape as tracebacks: whatever a
+    `type=` function raises (MemoryError, OverflowError, ...) becomes the usual one-line usage
+    error naming the flag, exit status 2."""
+
+    def _get_value(self, action: argparse.Action, arg_string: str) -> Any:
+        try:
+            return super()._get_value(action, arg_string)
+        except argparse.ArgumentError:
+            raise
+        except Exception as exc:
+            raise argparse.ArgumentError(
+                action, f"invalid value {arg_string[:80]!r}: {type(exc).__name__}"
+            ) from None
+
+
+def _actions(parser: argparse.ArgumentParser) -> Iterator[argparse.Action]:
+    for action in parser._actions:
+        yield action
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _actions(sub)
+
+
+def _apply_numeric_policy(parser: argparse.ArgumentParser) -> None:
+    for action in _actions(parser):
+        if action.type is float:
+            action.type = _FLOAT_POLICY.get(action.dest, argtypes.finite_float)
 
 
 def common_parent() -> argparse.ArgumentParser:
     """Flags every verb accepts after its name too (`ddconsole plan ... --demo`)."""
-    parent = argparse.ArgumentParser(add_help=False)
+    parent = ConsoleArgumentParser(add_help=False)
     parent.add_argument(
         "--demo",
         action="store_true",
@@ -34,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
         runner,
     )
 
-    parser = argparse.ArgumentParser(
+    parser = ConsoleArgumentParser(
         prog="ddconsole",
         description=(
             "Launch, watch and benchmark SGLang servers on multi-GPU hosts. "
@@ -55,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--record-max-mb",
-        type=int,
+        type=argtypes.record_max_mb,
         default=256,
         metavar="MB",
         help="size limit of the recordings folder; the oldest go first (default 256)",
@@ -73,4 +110,5 @@ def build_parser() -> argparse.ArgumentParser:
     cmd_snapshot.register(verbs, common)
     cmd_sim.register(verbs, common)
     runner.register(verbs, common)
+    _apply_numeric_policy(parser)
     return parser

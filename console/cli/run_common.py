@@ -32,14 +32,47 @@ def int_list(text: str) -> list[int]:
     return values
 
 
-def float_list(text: str) -> list[float]:
-    try:
-        values = [float(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a list of numbers: {text!r}") from None
-    if not values or any(v <= 0 for v in values):
-        raise argparse.ArgumentTypeError(f"rates must be positive: {text!r}")
-    return values
+FILES_BESIDES_REQUESTS = 64
+"""Descriptors a run holds besides one socket per request in flight: its files, the telemetry
+client's connections, the interpreter's own."""
+
+
+def check_open_files(concurrency: int, what: str) -> None:
+    """Refuse, before anything starts, a concurrency this process cannot open sockets for
+    (raising the soft RLIMIT_NOFILE up to the hard one first, as far as needed)."""
+    import resource
+
+    from console.core.errors import UsageError
+
+    need = concurrency + FILES_BESIDES_REQUESTS
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < need:
+        target = need if hard == resource.RLIM_INFINITY else min(need, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    if soft != resource.RLIM_INFINITY and soft < need:
+        raise UsageError(
+            f"{what} {concurrency} needs about {need} open files, but this process may open "
+            f"{soft}: lower it, or raise the limit (`ulimit -n {need}`)"
+        )
+
+
+def check_rates(rates: list[float] | tuple[float, ...], what: str) -> None:
+    """Finite, positive, at most `argtypes.rate_max` requests per second."""
+    import math
+
+    from console.cli.argtypes import rate_max
+    from console.core.errors import UsageError
+
+    for rate in rates:
+        if not math.isfinite(rate) or rate <= 0 or rate > rate_max:
+            raise UsageError(
+                f"{what}: {rate} is not a request rate (a finite number of requests per "
+                f"second, more than 0 and at most {rate_max:g})"
+            )
 
 
 def services(args: argparse.Namespace) -> Services:

@@ -32,6 +32,15 @@ def atomic_write_json(path: Path, data: Any, mode: int = 0o600) -> None:
     atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n", mode)
 
 
+def load_json_text(text: str) -> Any:
+    """`json.loads`, with nesting too deep for the parser (a damaged or hostile file: a
+    100 000-deep array) reported as the ValueError every caller already handles."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to read") from None
+
+
 def dumps_line(data: Any) -> str:
     """One compact JSON line; NaN and infinities become null so strict readers accept it."""
     return json.dumps(_finite(data), separators=(",", ":"), allow_nan=False)

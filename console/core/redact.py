@@ -70,6 +70,11 @@ _KEY_SHAPES = re.compile(
     r"|\bgithub_pat_[A-Za-z0-9_]{30,}|\bglpat-[A-Za-z0-9_-]{20,}|\bxox[abprs]-[A-Za-z0-9-]{10,}"
     r"|\bAKIA[0-9A-Z]{16}\b|\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
 )
+# A password inside a URL: scheme://user:PASSWORD@host (RFC 3986 userinfo). The user name
+# stays, so `https://me:***@host` still says whose credentials the URL carries.
+_URL_PASSWORD = re.compile(
+    r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:'\"]*:)(?!\*\*\*@)([^\s/?#@'\"]+)(@)"
+)
 
 
 def secret_name(name: str) -> bool:
@@ -91,16 +96,48 @@ def secret_flag(token: str) -> bool:
     return flag not in _PREFIX_FLAGS and any(s.startswith(flag) for s in SECRET_FLAGS)
 
 
+def _keeps(flag: str, value: str) -> bool:
+    """A number or yes/no after a flag that is secret only by its name stays: that flag is a
+    setting (`--bucket-time-to-first-token 0.005`). SGLang's own secret flags always mask."""
+    own = flag not in _PREFIX_FLAGS and any(s.startswith(flag) for s in SECRET_FLAGS)
+    return not own and bool(_TRIVIAL.fullmatch(value))
+
+
 def plausible_secret(value: str) -> bool:
     """Long enough to replace everywhere safely, and not a number or a yes/no setting."""
     return len(value) >= MIN_SECRET_LEN and not _TRIVIAL.fullmatch(value)
 
 
 def secret_values(environ: Mapping[str, str] | None = None, names: Iterable[str] = ()) -> set[str]:
-    """Values of the named variables and of every variable whose name marks a secret."""
+    """Values of the named variables and of every variable whose name marks a secret, and
+    the passwords inside URLs in any variable (`PROXY=http://me:PASS@host`)."""
     env = os.environ if environ is None else environ
     wanted = set(names) | {k for k in env if secret_name(k)}
-    return {env[k] for k in wanted if k in env and plausible_secret(env[k])}
+    found = {env[k] for k in wanted if k in env and plausible_secret(env[k])}
+    for value in env.values():
+        found |= url_passwords(value)
+    return found
+
+
+def url_passwords(text: str) -> set[str]:
+    """The passwords inside the URLs of `text` (`https://user:PASS@host` gives PASS)."""
+    return {m.group(2) for m in _URL_PASSWORD.finditer(text) if plausible_secret(m.group(2))}
+
+
+def redact_env(env: Mapping[str, str], secrets: Iterable[str] = ()) -> dict[str, str]:
+    """Environment additions as they may be shown or written: the value of a secret-named
+    variable is `***` (only a yes/no word or a number under four digits stays: a setting),
+    and every other value goes through `redact_text` (URL passwords, token shapes, known
+    values)."""
+    secrets = set(secrets)
+    out: dict[str, str] = {}
+    for name, value in env.items():
+        setting = _TRIVIAL.fullmatch(value) and not (value.isdigit() and len(value) >= 4)
+        if secret_name(name) and value and not setting:
+            out[name] = MASK
+        else:
+            out[name] = redact_text(value, secrets)
+    return out
 
 
 def argv_secrets(argv: Iterable[str]) -> set[str]:
@@ -153,7 +190,7 @@ def field_secrets(value: Any) -> set[str]:
 def _mask_flag(match: re.Match[str]) -> str:
     flag, sep, value = match.groups()
     metavar = flag.lstrip("-").replace("-", "_").upper()
-    if not secret_flag(flag) or value == metavar:
+    if not secret_flag(flag) or value == metavar or _keeps(flag, value.strip("'\"")):
         return match.group(0)
     quote = value[0] if value[:1] in ("'", '"') else ""
     closing = quote if len(value) > 1 and value.endswith(quote) else ""
@@ -174,6 +211,7 @@ def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
     text = _FLAG_VALUE.sub(_mask_flag, text)
     text = _AUTH_HEADER.sub(lambda m: m.group(1) + MASK, text)
     text = _BEARER.sub(lambda m: m.group(1) + MASK, text)
+    text = _URL_PASSWORD.sub(lambda m: m.group(1) + MASK + m.group(3), text)
     text = _NAMED_VALUE.sub(_mask_named, text)
     return _KEY_SHAPES.sub(MASK, text)
 
@@ -183,13 +221,18 @@ def redact_argv(argv: Iterable[str], secrets: Iterable[str] = ()) -> list[str]:
     out: list[str] = []
     hide = False
     secrets = set(secrets)
+    flag = ""
     for part in argv:
         if hide:
-            out.append(MASK)
             hide = False
-            continue
-        if secret_flag(part):
-            if "=" in part:
+            if not _keeps(flag, part):
+                out.append(MASK)
+                continue
+        elif secret_flag(part):
+            flag = part.split("=", 1)[0]
+            if "=" in part and _keeps(flag, part.split("=", 1)[1]):
+                out.append(part)
+            elif "=" in part:
                 out.append(f"{part.split('=', 1)[0]}={MASK}")
             else:
                 out.append(part)

@@ -60,8 +60,14 @@ def format_index_set(indices: list[int] | tuple[int, ...]) -> str:
     return ",".join(parts)
 
 
-def parse_index_set(text: str) -> tuple[int, ...]:
-    """Parse a sysfs cpulist such as `0-3,8,10-11`; raises ValueError on garbage."""
+MAX_INDEX_SET = 65536
+"""More ids than any host has CPUs or GPUs: a longer list is a mistake, refused before it is
+built."""
+
+
+def parse_index_set(text: str, *, max_count: int = MAX_INDEX_SET) -> tuple[int, ...]:
+    """Parse a sysfs cpulist such as `0-3,8,10-11`; raises ValueError on garbage, a negative
+    id, or more than `max_count` ids."""
     result: list[int] = []
     for part in text.strip().split(","):
         part = part.strip()
@@ -70,11 +76,15 @@ def parse_index_set(text: str) -> tuple[int, ...]:
         if "-" in part:
             low_text, high_text = part.split("-", 1)
             low, high = int(low_text), int(high_text)
-            if high < low:
+            if high < low or low < 0:
                 raise ValueError(f"bad range {part!r}")
+            if high - low + 1 + len(result) > max_count:
+                raise ValueError(f"range {part!r} lists more than {max_count} ids")
             result.extend(range(low, high + 1))
         else:
             result.append(int(part))
+            if len(result) > max_count:
+                raise ValueError(f"more than {max_count} ids")
     return tuple(sorted(set(result)))
 
 

@@ -6,11 +6,13 @@ for the simulator's (`python -m console.sim`).
 
 from __future__ import annotations
 
+import ipaddress
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from console.core.errors import UsageError
+from console.profiles.flagcheck import resolve_long_option
 from console.profiles.loader import LoadedProfile, unknown_name_message
 from console.profiles.models import Algorithm, Architecture, Layout, SglangInstall, Variant
 
@@ -63,6 +65,32 @@ class CommandSpec:
     port: int
     demo: bool
     warnings: tuple[CommandWarning, ...]
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a bind address keeps the server to this machine (127.0.0.0/8, ::1, localhost)."""
+    if host.lower() in ("localhost", "localhost.") or host.lower().endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def exposure_warnings(host: str, port: int, api_key_env: str | None) -> list[CommandWarning]:
+    """A server reachable from other machines without a key. (The key itself reaches SGLang
+    through a pipe, not the command line: console/server/keypipe.py.)"""
+    warnings: list[CommandWarning] = []
+    if not is_loopback(host) and not api_key_env:
+        warnings.append(
+            CommandWarning(
+                "exposed-without-key",
+                f"the server listens on {host}:{port}, beyond this machine, without an API key: "
+                "anyone who reaches that port can send requests and flush its cache; set "
+                'server.api_key_env, or host = "127.0.0.1"',
+            )
+        )
+    return warnings
 
 
 def select(loaded: LoadedProfile, layout_name: str, variant_name: str) -> tuple[Layout, Variant]:
@@ -176,6 +204,13 @@ def build_command(
         # The only mamba radix strategy that supports speculative decoding and overlap.
         args += ["--mamba-radix-cache-strategy", "extra_buffer"]
     args += extra
+    keyed = profile.server.api_key_env or profile.server.admin_api_key_env
+    if keyed and any(resolve_long_option(arg, ["--config"]) for arg in extra):
+        raise UsageError(
+            f"{loaded.path}: args: --config cannot be combined with server.api_key_env: "
+            "ddconsole hands SGLang the key in a --config file and SGLang reads only one; "
+            "move that file's options into args"
+        )
     for arg in extra:
         flag = arg.split("=", 1)[0]
         if flag in REMOVED_FLAGS:
@@ -203,6 +238,7 @@ def build_command(
                     "removed-env", f"{name} no longer exists in SGLang 0.5.23 ({REMOVED_ENV[name]})"
                 )
             )
+    warnings += exposure_warnings(profile.server.host, chosen_port, profile.server.api_key_env)
     if variant.algorithm.needs_unreleased_build:
         warnings.append(
             CommandWarning(

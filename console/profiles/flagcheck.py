@@ -7,11 +7,13 @@ SGLang version, argv), since the parser only changes when SGLang does.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import shutil
 import subprocess
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,42 @@ from console.core.paths import cache_dir
 
 PROBE_PATH = Path(__file__).with_name("sglang_probe.py")
 CACHE_LIMIT = 512
+SGLANG_CLI_TABLE = Path(__file__).parent.parent / "sim" / "data" / "sglang_cli_0.5.23.json"
+"""sglang 0.5.23's `sglang serve` parser dumped action by action (scripts/dump_sglang_cli.py;
+the simulator rebuilds its parser from it): read here as data, for its option strings."""
+
+
+@functools.cache
+def sglang_long_options() -> frozenset[str]:
+    """Every `--option` string of SGLang 0.5.23's server parser (empty if the table is gone)."""
+    try:
+        data = json.loads(SGLANG_CLI_TABLE.read_text(encoding="utf-8"))
+        return frozenset(
+            str(option)
+            for action in data["actions"]
+            for option in action["option_strings"]
+            if str(option).startswith("--")
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return frozenset()
+
+
+def resolve_long_option(token: str, wanted: Iterable[str]) -> str | None:
+    """Which of the `wanted` long options SGLang's parser would take `token` (`--flag`,
+    `--flag=value`) as: an exact match, or a prefix of that option and of no other
+    (argparse's allow_abbrev, on by default: sglang 0.5.23 srt/server_args.py:679-680). An
+    ambiguous prefix is no option at all: SGLang refuses it by itself."""
+    flag = token.split("=", 1)[0]
+    if not flag.startswith("--") or len(flag) < 3:
+        return None
+    wanted = tuple(wanted)
+    if flag in wanted:
+        return flag
+    options = sglang_long_options() or frozenset(wanted)
+    if flag in options:
+        return None  # an option of its own: an exact match wins over prefixes
+    matches = [option for option in options if option.startswith(flag)]
+    return matches[0] if len(matches) == 1 and matches[0] in wanted else None
 
 
 class FlagCheckUnavailable(ConsoleError):

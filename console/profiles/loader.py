@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import difflib
+import errno
+import os
+import reprlib
+import stat
 import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -49,23 +53,68 @@ class ProfileEntry:
     overrides: Path | None = None
 
 
+def _read_regular_text(path: Path) -> str:
+    """The UTF-8 text of a regular file (through symlinks). Never blocks on a FIFO or a
+    device: anything else named *.toml is an OSError whose message says what it is."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise OSError(f"dangling symlink to {os.readlink(path)}") from None
+        raise
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OSError("symlink loop") from None
+        raise
+    if not stat.S_ISREG(info.st_mode):
+        raise OSError(f"not a regular file ({_file_kind(info.st_mode)})")
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):  # swapped since the stat
+            raise OSError("not a regular file")
+        data = handle.read()
+    return data.decode("utf-8")
+
+
+def _file_kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a plain file"
+
+
+def read_toml_file(path: Path) -> dict[str, Any]:
+    """A TOML file as a table; ProfileError naming the file for anything that is not readable
+    TOML text: syntax, encoding, nesting too deep for the parser, not a regular file."""
+    try:
+        return tomllib.loads(_read_regular_text(path))
+    except tomllib.TOMLDecodeError as exc:
+        raise ProfileError(str(path), "", f"TOML syntax error: {exc}") from None
+    except UnicodeDecodeError:
+        raise ProfileError(str(path), "", "not UTF-8 text") from None
+    except RecursionError:
+        raise ProfileError(str(path), "", "arrays or tables nested too deeply to read") from None
+    except OSError as exc:
+        raise ProfileError(str(path), "", f"cannot read: {exc.strerror or exc}") from None
+
+
 def load_profile_file(
     path: Path, name: str | None = None, origin: Origin = "user"
 ) -> LoadedProfile:
     """Read and validate one file; every problem becomes a ProfileError naming file and key."""
     profile_name = name or path.stem
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ProfileError(str(path), "", f"TOML syntax error: {exc}") from None
-    except UnicodeDecodeError:
-        raise ProfileError(str(path), "", "not UTF-8 text") from None
-    except OSError as exc:
-        raise ProfileError(str(path), "", f"cannot read: {exc.strerror or exc}") from None
+    raw = read_toml_file(path)
     try:
         profile = Profile.model_validate(raw)
     except ValidationError as exc:
         raise _first_error(path, exc) from None
+    except RecursionError:
+        raise ProfileError(str(path), "", "values nested too deeply to check") from None
     return LoadedProfile(profile_name, path, origin, profile)
 
 
@@ -92,10 +141,17 @@ def format_key_path(loc: Sequence[int | str]) -> str:
     return out
 
 
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother = 3, 60, 60
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = 6
+
+
 def describe_error(error: Any, loc: tuple[int | str, ...]) -> str:
     kind = error["type"]
-    value = error.get("input")
+    value = _Quoted(error.get("input"))
     message = str(error["msg"])
+    # Lowercase the first letter only: the rest may quote a regex, which must stay as is.
+    lowered = f"{message[0].lower()}{message[1:]}" if message else kind
     if kind == "extra_forbidden":
         valid = _valid_keys_at(loc[:-1])
         suffix = f" (valid keys here: {', '.join(valid)})" if valid else ""
@@ -115,12 +171,26 @@ def describe_error(error: Any, loc: tuple[int | str, ...]) -> str:
     if kind in ("dict_type", "model_type", "model_attributes_type"):
         return f"expected a table, got {value!r}"
     if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
-        return f"{value!r} is out of range: {message.lower()}"
+        return f"{value!r} is out of range: {lowered}"
     if kind == "string_pattern_mismatch":
-        return f"{value!r} is not allowed here ({message.lower()})"
+        return f"{value!r} is not allowed here ({lowered})"
     if kind == "value_error":
         return message.removeprefix("Value error, ")
-    return f"{message[0].lower()}{message[1:]}" if message else kind
+    return lowered
+
+
+class _Quoted:
+    """A value as a message quotes it: its repr, shortened (a 5000-deep list or a 10 MB string
+    is quoted by its beginning, never recursed through)."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        try:
+            return _SHORT.repr(self.value)
+        except RecursionError:
+            return "<nested too deeply to show>"
 
 
 def _valid_keys_at(loc: tuple[int | str, ...]) -> list[str]:
@@ -189,8 +259,10 @@ class ProfileCatalog:
 
 
 def _toml_files(folder: Path) -> list[Path]:
+    """Every entry named *.toml (a dangling symlink, a loop, a folder or a FIFO too: those
+    are listed as broken with the reason, not left out)."""
     try:
-        return sorted(p for p in folder.glob("*.toml") if p.is_file())
+        return sorted(folder.glob("*.toml"))
     except OSError:
         return []
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from enum import StrEnum
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from console.profiles.flagcheck import resolve_long_option
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -95,6 +98,16 @@ class ServerSpec(Strict):
     def _no_api_key_in_args(cls, args: tuple[str, ...]) -> tuple[str, ...]:
         return _reject_secret_args(args)
 
+    @field_validator("env")
+    @classmethod
+    def _no_owned_env(cls, env: dict[str, str]) -> dict[str, str]:
+        return _reject_owned_env(env)
+
+    @field_validator("host")
+    @classmethod
+    def _host_is_an_address(cls, host: str) -> str:
+        return _check_host(host)
+
 
 class NumaPolicy(StrEnum):
     """How schedulers are bound to NUMA nodes.
@@ -165,6 +178,11 @@ class Variant(Strict):
     def _no_api_key_in_args(cls, args: tuple[str, ...]) -> tuple[str, ...]:
         return _reject_secret_args(args)
 
+    @field_validator("env")
+    @classmethod
+    def _no_owned_env(cls, env: dict[str, str]) -> dict[str, str]:
+        return _reject_owned_env(env)
+
     @model_validator(mode="after")
     def _consistent(self) -> Variant:
         if self.algorithm is Algorithm.OFF:
@@ -211,17 +229,72 @@ class Profile(Strict):
     variants: dict[Annotated[str, Field(pattern=NAME_PATTERN)], Variant] = Field(min_length=1)
 
 
+# What the plan sets from the profile's own fields, with the field to set instead; SGLang
+# takes the last of two equal flags, so a copy in `args` would silently win over the plan's
+# (sglang 0.5.23 option strings: srt/arg_groups/fields/serving.py:66 port, host;
+# parallel.py:49,77 --tp-size/--tensor-parallel-size, --dp-size/--data-parallel-size).
+_OWNED_FLAGS = {
+    "--api-key": "server.api_key_env",
+    "--admin-api-key": "server.admin_api_key_env",
+    "--port": "server.port (or --port on the command line)",
+    "--host": "server.host",
+    "--tp-size": "tp in the layout (layouts.NAME.tp)",
+    "--tensor-parallel-size": "tp in the layout (layouts.NAME.tp)",
+    "--dp-size": "dp in the layout (layouts.NAME.dp)",
+    "--data-parallel-size": "dp in the layout (layouts.NAME.dp)",
+    "--base-gpu-id": "gpus in the layout (layouts.NAME.gpus)",
+    "--model-path": "model.path",
+    "--model": "model.path",
+    "--served-model-name": "model.served_name",
+}
 _SECRET_FLAGS = ("--api-key", "--admin-api-key")
+# The plan sets the GPU list as CUDA_VISIBLE_DEVICES from the layout (profiles/command.py).
+_OWNED_ENV = {"CUDA_VISIBLE_DEVICES": "gpus in the layout (layouts.NAME.gpus, or --gpus)"}
 
 
 def _reject_secret_args(args: tuple[str, ...]) -> tuple[str, ...]:
+    """No API key written in a profile, and nothing the plan owns overridden, under any
+    spelling SGLang's parser accepts (`--flag=value`, an unambiguous prefix)."""
     for arg in args:
-        flag = arg.split("=", 1)[0]
+        flag = resolve_long_option(arg, _OWNED_FLAGS)
+        written = arg.split("=", 1)[0]
         if flag in _SECRET_FLAGS:
             raise ValueError(
-                f"{flag} must not be written in a profile; name the environment variable that "
-                "holds it with server.api_key_env"
+                f"{written} must not be written in a profile; name the environment variable "
+                f"that holds it with {_OWNED_FLAGS[flag]}"
+            )
+        if flag is not None:
+            spelled = "" if written == flag else f" (taken by SGLang as {flag})"
+            raise ValueError(
+                f"{written}{spelled} is set by the plan; set {_OWNED_FLAGS[flag]} instead of "
+                "passing it in args"
             )
         if re.fullmatch(r"\s*", arg):
             raise ValueError("empty argument")
     return args
+
+
+def _reject_owned_env(env: dict[str, str]) -> dict[str, str]:
+    for name, field in _OWNED_ENV.items():
+        if name in env:
+            raise ValueError(f"{name} is set by the plan; set {field} instead")
+    return env
+
+
+_HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
+
+
+def _check_host(host: str) -> str:
+    """An IP address or a host name (RFC 1123 labels); anything else is refused, since it
+    reaches SGLang's --host and the port check as it is."""
+    try:
+        ipaddress.ip_address(host)
+        return host
+    except ValueError:
+        pass
+    labels = host.removesuffix(".").split(".")
+    if 0 < len(host) <= 253 and all(_HOST_LABEL.fullmatch(label) for label in labels):
+        return host
+    raise ValueError(
+        f"{host!r} is not an IP address or host name (e.g. 127.0.0.1, 0.0.0.0, ::, my-host.example)"
+    )

@@ -78,7 +78,11 @@ class ManagedControl:
         status = self.manager.status(server_id, probe=False)
         return status.reason if status.state is ServerState.FAILED else None
 
-    def stop(self, server_id: str) -> None:
+    def stop(self, server_id: str) -> list[str]:
+        """Stop the cell's server (a full or read-only state dir does not prevent it);
+        returns the warnings of the stop."""
         status = self.manager.status(server_id, probe=False)
-        if not status.state.terminal:
-            self.manager.stop(server_id, grace=self.stop_grace_s, reason="campaign cell done")
+        if status.state.terminal:
+            return []
+        report = self.manager.stop(server_id, grace=self.stop_grace_s, reason="campaign cell done")
+        return report.notes + report.warnings

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from console.core.errors import ConsoleError
+from console.core.errors import ConsoleError, StateError
 
 
 class LockBusy(ConsoleError):
@@ -18,8 +18,14 @@ class LockBusy(ConsoleError):
 
 @contextmanager
 def launch_lock(path: Path, timeout: float = 30.0) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        raise StateError(
+            f"not launching: cannot open the launch lock {path} ({exc.strerror or exc})",
+            hint="free space there, make it writable, or set XDG_STATE_HOME to another directory",
+        ) from None
     try:
         deadline = time.monotonic() + timeout
         while True:
@@ -33,8 +39,11 @@ def launch_lock(path: Path, timeout: float = 30.0) -> Iterator[None]:
                         f"(lock {path}); try again"
                     ) from None
                 time.sleep(0.05)
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
+        try:  # the holder's pid, for a person reading the file; the lock is the flock
+            os.ftruncate(fd, 0)
+            os.write(fd, str(os.getpid()).encode())
+        except OSError:
+            pass
         yield
     finally:
         os.close(fd)

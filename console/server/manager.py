@@ -19,7 +19,14 @@ from console.core.net import port_is_free
 from console.core.paths import StatePaths
 from console.hw.backend import GpuBackend, GpuDeviceError, GpuUnavailable
 from console.hw.discover import Membership, member_processes
-from console.hw.procs import ProcessInfo, is_running, process_info, send_signal, wall_to_ticks
+from console.hw.procs import (
+    ProcessInfo,
+    cmdline,
+    is_running,
+    process_info,
+    send_signal,
+    wall_to_ticks,
+)
 from console.hw.simload import SIM_GPU_DIR_ENV
 from console.server.lock import launch_lock
 from console.server.milestones import LogFollower, milestone
@@ -36,10 +43,18 @@ srt/managers/scheduler.py:6294). The title must then fit in the command line, an
 child's (`python -c "from multiprocessing.spawn import spawn_main; ..." --multiprocessing-fork`)
 is longer than any SGLang title. Discovery does not rely on it: see `server_processes`."""
 DEFAULT_GRACE_S = 30.0
+WAITER_MODULE = "console.server.waiter"
 EXIT_SLACK_S = 1.0
 """Allowance for the wall clock (and its conversion to boot ticks) when a session member's
 start is compared with its leader's recorded exit: a member started before the leader died."""
 POLL_S = 0.1
+
+
+def _unwritable(root: object, exc: OSError) -> StateError:
+    return StateError(
+        f"not launching: cannot write the state directory {root} ({exc.strerror or exc})",
+        hint="free space there, make it writable, or set XDG_STATE_HOME to another directory",
+    )
 
 
 class LaunchRefused(UsageError):
@@ -61,6 +76,8 @@ class StopReport:
     port_free: bool | None = None
     gpus_released: bool | None = None
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    """Problems that did not keep the server from stopping (a state file left unwritten)."""
 
     def summary(self) -> str:
         how = "SIGTERM" if self.sent_sigterm else "already exited"
@@ -73,7 +90,7 @@ class StopReport:
             parts.append(
                 "GPU memory released" if self.gpus_released else "GPU memory NOT released yet"
             )
-        return "; ".join(parts) + "".join(f"\n  {note}" for note in self.notes)
+        return "; ".join(parts) + "".join(f"\n  {note}" for note in self.notes + self.warnings)
 
 
 Event = Callable[[float, str], None]
@@ -235,7 +252,11 @@ class ServerManager:
             spawn = self.records.spawn(server_id)
         waiter = spawn.waiter_pid if spawn else None
         found = member_processes(MARKER_ENV, {server_id: self._membership(server_id, spawn)})
-        return [p for p in found[server_id] if p.pid != waiter]
+        members = [p for p in found[server_id] if p.pid != waiter]
+        if spawn is None:
+            # No readable spawn record names the waiter: known by its command line.
+            members = [p for p in members if WAITER_MODULE not in cmdline(p.pid)]
+        return members
 
     def managed_processes(self) -> dict[int, str]:
         """Every process of every managed server, pid -> server id (one pass over /proc),
@@ -285,6 +306,7 @@ class ServerManager:
         self, plan: Plan, *, interpreter: str | None = None, server_id: str | None = None
     ) -> ServerRecord:
         """Preflight and start `plan` detached; returns once the process exists."""
+        plan = plan.with_secrets()  # a plan from a record (restart) holds `***` for secrets
         self.paths.ensure()
         with launch_lock(self.paths.locks / "launch.lock"):
             statuses, _ = self.statuses(probe=False)
@@ -309,18 +331,25 @@ class ServerManager:
                 launched_by_pid=os.getpid(),
                 notes=check.warnings,
             )
-            self.records.remove(server_id)
-            self.records.save(record)
             argv = plan.launch_argv(self.environ)
-            with log_path.open("ab") as log:
-                log.write(f"ddconsole: launching {server_id}: {plan.command_line}\n".encode())
+            try:
+                self.records.remove(server_id)
+                self.records.save(record)
+                with log_path.open("ab") as log:
+                    log.write(f"ddconsole: launching {server_id}: {plan.command_line}\n".encode())
+            except OSError as exc:
+                try:
+                    self.records.remove(server_id)
+                except OSError:
+                    pass
+                raise _unwritable(self.paths.root, exc) from None
             # The waiter forks itself away (--detach), so this returns at once and the
             # console keeps no child to reap.
             subprocess.run(
                 [
                     sys.executable,
                     "-m",
-                    "console.server.waiter",
+                    WAITER_MODULE,
                     "--detach",
                     str(self.paths.servers),
                     server_id,
@@ -387,10 +416,17 @@ class ServerManager:
         start = time.monotonic()
         report = StopReport(server_id)
         record = self.records.load(server_id)
+        # The stop request is recorded before the signal when the disk allows it (so the exit
+        # reads "stopped", not "killed by SIGTERM"); a full or read-only state dir never
+        # keeps the signal from being sent: the write is retried, and reported, after.
+        unrecorded: OSError | None = None
         if record.stop_requested_wall is None:
             record.stop_requested_wall = time.time()
             record.stop_reason = reason
-            self.records.save(record)
+            try:
+                self.records.save(record)
+            except OSError as exc:
+                unrecorded = exc
         spawn = self.records.spawn(server_id)
         # Taken before anything dies: the schedulers, not the leader, hold the GPUs, and the
         # release check must follow every one of them.
@@ -401,6 +437,15 @@ class ServerManager:
             deadline = time.monotonic() + grace
             while is_running(spawn.pid, spawn.start_ticks) and time.monotonic() < deadline:
                 time.sleep(POLL_S)
+        elif spawn is None:
+            # The leader is unknown (no readable spawn record): every process of the server
+            # gets the SIGTERM and the grace period, as a leader would.
+            termed = self._terminate(
+                self.server_processes(server_id, spawn),
+                grace,
+                lambda text: on_event(time.monotonic() - start, text),
+            )
+            report.sent_sigterm = bool(termed)
         leftovers = self.server_processes(server_id, spawn)
         if leftovers:
             report.escalated = True
@@ -430,6 +475,15 @@ class ServerManager:
         report.port_free = self._wait_port_free(record.plan, 5.0)
         holders |= {p.pid for p in leftovers} | ({spawn.pid} if spawn else set())
         report.gpus_released = self._wait_gpus_released(record.plan, holders, 10.0)
+        if unrecorded is not None:
+            try:
+                self.records.save(record)
+            except OSError as exc:
+                report.warnings.append(
+                    f"warning: the stop could not be recorded in "
+                    f"{self.records.record_path(server_id)} "
+                    f"({exc.strerror or exc}); the server is down regardless"
+                )
         report.seconds = time.monotonic() - start
         return report
 
@@ -462,19 +516,65 @@ class ServerManager:
                 return False
             time.sleep(0.2)
 
-    def stop_unreadable(self, server_id: str) -> str:
-        """For a record that cannot be read: kill every process of its session or marker,
-        remove its files."""
-        killed = []
-        for proc in self.server_processes(server_id):
+    def _terminate(
+        self, procs: list[ProcessInfo], grace: float, on_event: Callable[[str], None]
+    ) -> list[int]:
+        """SIGTERM `procs`, then wait up to `grace` for them to end; the pids that got it."""
+        sent = [p for p in procs if send_signal(p.pid, signal.SIGTERM, p.start_ticks)]
+        if not sent:
+            return []
+        on_event(f"SIGTERM to {len(sent)} process(es): " + ", ".join(str(p.pid) for p in sent))
+        deadline = time.monotonic() + grace
+        while any(is_running(p.pid, p.start_ticks) for p in sent) and time.monotonic() < deadline:
+            time.sleep(POLL_S)
+        return [p.pid for p in sent]
+
+    def stop_unreadable(
+        self, server_id: str, *, grace: float = DEFAULT_GRACE_S, on_event: Event = _ignore
+    ) -> str:
+        """For a record that cannot be read: SIGTERM every process of its session or marker,
+        SIGKILL what is left after `grace`, remove its files once its waiter is done."""
+        start = time.monotonic()
+        spawn = self.records.spawn(server_id)
+        termed = self._terminate(
+            self.server_processes(server_id, spawn),
+            grace,
+            lambda text: on_event(time.monotonic() - start, text),
+        )
+        leftovers = self.server_processes(server_id, spawn)
+        if leftovers:
+            on_event(
+                time.monotonic() - start,
+                f"SIGKILL to {len(leftovers)} process(es): "
+                + ", ".join(str(p.pid) for p in leftovers),
+            )
+        killed = set(termed)
+        for proc in leftovers:
             if send_signal(proc.pid, signal.SIGKILL, proc.start_ticks):
-                killed.append(proc.pid)
-        self.records.remove(server_id)
-        return f"killed {killed}; state files removed" if killed else "state files removed"
+                killed.add(proc.pid)
+        # The waiter writes ID.exit.json when the server ends: let it, then remove that too.
+        deadline = time.monotonic() + 5
+        while spawn is not None and is_running(spawn.waiter_pid, None):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        done = f"killed {sorted(killed)}; " if killed else ""
+        try:
+            self.records.remove(server_id)
+        except OSError as exc:
+            return f"{done}warning: its state files could not be removed ({exc.strerror or exc})"
+        return f"{done}state files removed"
 
     def forget(self, server_id: str) -> None:
         """Drop the files of a server that is no longer running (its log stays)."""
-        self.records.remove(server_id)
+        try:
+            self.records.remove(server_id)
+        except OSError as exc:
+            raise StateError(
+                f"cannot forget {server_id}: its state files cannot be removed "
+                f"({exc.strerror or exc})",
+                hint="free space in the state directory or make it writable",
+            ) from None
 
     def conflicts(self, plan: Plan) -> list[ServerStatus]:
         """Active managed servers that hold the plan's GPUs or port."""

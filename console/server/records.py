@@ -7,14 +7,13 @@ the exit status survive the console that launched it.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from console.core.errors import StateError
-from console.core.jsonio import atomic_write_json
+from console.core.jsonio import atomic_write_json, load_json_text
 from console.core.paths import StatePaths
 from console.topology.placement import Plan
 
@@ -128,7 +127,7 @@ class Records:
         path = self.record_path(server_id)
 
         def parse(target: Path) -> ServerRecord:
-            data = json.loads(target.read_text())
+            data = load_json_text(target.read_bytes().decode("utf-8"))
             if not isinstance(data, dict):
                 raise ValueError("not a JSON object")
             return ServerRecord.from_json(data)
@@ -139,7 +138,7 @@ class Records:
             return replace(cached, notes=list(cached.notes))
         except FileNotFoundError:
             raise StateError(f"no server {server_id!r}") from None
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
             raise StateError(
                 f"{path}: unreadable state file ({type(exc).__name__}: {exc})",
                 hint=f"`ddconsole down {server_id}` removes it",
@@ -166,6 +165,14 @@ class Records:
         except (KeyError, TypeError, ValueError):
             return None
 
+    def spawn_problem(self, server_id: str) -> str | None:
+        """Why `ID.spawn.json` exists but names no process (the waiter writes it atomically,
+        so this is damage, not a write in progress); None when absent or readable."""
+        path = self.spawn_path(server_id)
+        if not path.exists() or self.spawn(server_id) is not None:
+            return None
+        return f"unreadable spawn record {path.name} (its pid is unknown)"
+
     def exit(self, server_id: str) -> ExitInfo | None:
         data = self._read(self.exit_path(server_id))
         if data is None:
@@ -189,7 +196,7 @@ class Records:
 
 def _read_json(path: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads(path.read_text())
+        data = load_json_text(path.read_bytes().decode("utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None

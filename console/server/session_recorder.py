@@ -174,6 +174,11 @@ class SessionRecorder:
         if writer is None:
             return
         try:
+            # Rotated here, before this poll's frames, not after the last one: a new file
+            # always holds frames (a session that ends just after a rotation leaves no file
+            # with a header alone).
+            if self.fixed_path is None and self._rotate_if_due(writer) and self.writer:
+                writer = self.writer
             servers = self.monitor.watcher.current if self.monitor.watcher else []
             external = self.monitor.watcher.external if self.monitor.watcher else []
             signature = _signature(servers) + tuple(
@@ -194,8 +199,6 @@ class SessionRecorder:
                     self._runs = rows
                     writer.runs(now, [row.to_json() for row in rows])
             self._record_one_summary(writer, now)
-            if self.fixed_path is None:
-                self._rotate_if_due(writer)
         except OSError as exc:
             self.error = f"recording stopped: {exc.strerror or exc}"
             self.close()
@@ -266,12 +269,15 @@ class SessionRecorder:
 
         threading.Thread(target=build, name=f"summary-{run_id}", daemon=True).start()
 
-    def _rotate_if_due(self, writer: RecordingWriter) -> None:
+    def _rotate_if_due(self, writer: RecordingWriter) -> bool:
         """Continue in a new file before the next flush would take this one past a quarter
-        of the limit (the limit itself is kept by `_reserve`, at every write)."""
+        of the limit (the limit itself is kept by `_reserve`, at every write); True when it
+        did."""
         if writer.size_bytes + writer.flush_growth > self.max_bytes // 4:
             writer.close()
             self._open()
+            return True
+        return False
 
     def event(self, text: str) -> None:
         if self.writer is not None:

@@ -150,6 +150,12 @@ def derive(record: ServerRecord, records: Records, probe: Probe) -> ServerStatus
             Probe.SKIPPED,
         )
     if spawn is None:
+        damaged = records.spawn_problem(record.id)
+        if damaged is not None:
+            failure = Failure("unknown", f"{damaged}; `ddconsole down {record.id}` stops it")
+            return ServerStatus(
+                record, ServerState.FAILED, failure.reason, failure, None, None, None, Probe.SKIPPED
+            )
         # Launched moments ago: the waiter has not reported the pid yet.
         age = time.time() - record.launched_wall
         if age > 30:

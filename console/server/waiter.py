@@ -25,6 +25,7 @@ from typing import BinaryIO
 from console.core.jsonio import atomic_write_text
 from console.core.redact import StreamMasker, argv_secrets, secret_values
 from console.hw.procs import process_info
+from console.server.keypipe import KeyPipe, KeyPipeError, hand_over, placeholders
 
 CHUNK = 1 << 16
 """Bytes read from the pipe at once: a burst of output costs few system calls."""
@@ -49,6 +50,17 @@ def main(argv: list[str]) -> int:
     masker = StreamMasker(argv_secrets(command) | secret_values())
     with log_path.open("ab", buffering=0) as log:
         try:
+            command, keys = _hand_over_keys(folder, server_id, command)
+        except (KeyPipeError, OSError) as exc:
+            log.write(f"ddconsole: cannot hand the API key over: {exc}\n".encode())
+            _write(
+                folder / f"{server_id}.exit.json",
+                {"returncode": 127, "ended_wall": time.time(), "spawn_error": str(exc)},
+            )
+            return 1
+        if keys is not None:
+            masker = StreamMasker(argv_secrets(command) | secret_values() | keys.secrets)
+        try:
             proc = subprocess.Popen(
                 command,
                 stdin=subprocess.DEVNULL,
@@ -61,6 +73,8 @@ def main(argv: list[str]) -> int:
                 preexec_fn=_default_signals,
             )
         except OSError as exc:
+            if keys is not None:
+                keys.close()
             log.write(f"ddconsole: cannot start {command[0]}: {exc}\n".encode())
             _write(
                 folder / f"{server_id}.exit.json",
@@ -78,8 +92,28 @@ def main(argv: list[str]) -> int:
             },
         )
         assert proc.stdout is not None
-        _pump(proc, proc.stdout.fileno(), log, masker, folder / f"{server_id}.exit.json")
+        try:
+            _pump(proc, proc.stdout.fileno(), log, masker, folder / f"{server_id}.exit.json")
+        finally:
+            if keys is not None:
+                keys.close()
     return 0
+
+
+def _hand_over_keys(
+    folder: Path, server_id: str, command: list[str]
+) -> tuple[list[str], KeyPipe | None]:
+    """The command with its `--api-key ***` placeholders swapped for a key pipe; the
+    variables' names come from the server's record (console/server/keypipe.py)."""
+    if not placeholders(command):
+        return command, None
+    try:
+        plan = json.loads((folder / f"{server_id}.json").read_text(encoding="utf-8"))["plan"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise KeyPipeError(f"the server record {server_id}.json names no key variable") from None
+    if not isinstance(plan, dict):
+        raise KeyPipeError(f"the server record {server_id}.json names no key variable")
+    return hand_over(command, plan, os.environ)
 
 
 def _pump(

@@ -133,6 +133,50 @@ def _sim_flags(argv: list[str]) -> tuple[list[str], dict[str, str]]:
     return rest, found
 
 
+def merge_config(argv: list[str]) -> list[str]:
+    """`--config FILE.yaml` as SGLang 0.5.23 merges it: one file, a `.yaml`/`.yml` name that
+    exists, its `key: value` pairs turned into `--key value` (`--key` for `true`) placed
+    before the other arguments, so the command line wins (srt/server_args.py:682-689,
+    srt/utils/server_args_config_parser.py:75-160, 185-210). Without PyYAML, the simulator
+    reads the flat form: one `key: value` a line, the value plain or a double-quoted (JSON)
+    string, as ddconsole writes the API key there (console/server/keypipe.py). Read once."""
+    at = [i for i, arg in enumerate(argv) if arg == "--config"]
+    if len(at) > 1:
+        raise OptionsError("Multiple config files specified! Only one allowed.")
+    if at[0] == len(argv) - 1:
+        raise OptionsError("No config file specified after --config flag!")
+    path = argv[at[0] + 1]
+    suffix = os.path.splitext(path)[1]
+    if suffix.lower() not in (".yaml", ".yml"):
+        raise OptionsError(f"Config file must be YAML format, got: {suffix}")
+    if not os.path.exists(path):
+        raise OptionsError(f"Config file not found: {path}")
+    try:
+        with open(path, encoding="utf-8") as file:
+            text = file.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise OptionsError(f"Failed to read config file {path}: {exc}") from None
+    merged: list[str] = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, colon, value = line.partition(":")
+        value = value.strip()
+        if not colon or not key.strip():
+            raise OptionsError(f"{path}:{number}: expected `key: value`")
+        if value.startswith('"'):
+            try:
+                value = str(json.loads(value))
+            except ValueError:
+                raise OptionsError(f"{path}:{number}: unreadable quoted value") from None
+        if value.lower() == "true":
+            merged.append(f"--{key.strip()}")
+        elif value.lower() != "false":
+            merged += [f"--{key.strip()}", value]
+    return merged + argv[: at[0]] + argv[at[0] + 2 :]
+
+
 def parse(argv: list[str], environ: dict[str, str] | None = None) -> SimOptions:
     env = os.environ if environ is None else environ
     known = default_server_args()
@@ -141,6 +185,8 @@ def parse(argv: list[str], environ: dict[str, str] | None = None) -> SimOptions:
     if rest and not rest[0].startswith("-"):
         # `sglang serve MODEL ...` (sglang 0.5.23 cli/serve.py:62-66).
         rest = ["--model-path", rest[0], *rest[1:]]
+    if "--config" in rest:
+        rest = merge_config(rest)
     try:
         given = vars(build_parser().parse_args(rest))
     except ArgumentsError as exc:

@@ -329,15 +329,26 @@ class RecordingWriter:
                     self._raw.close()
 
 
+MAX_LINE_BYTES = 16 * 1024 * 1024
+"""One frame (or the header) longer than this is damage: a poll frame of a busy 8-GPU host is
+a few kilobytes. Reading stops there, so a gzip bomb costs at most about this much memory."""
+MAX_DECOMPRESSED_BYTES = 4 * 1024 * 1024 * 1024
+"""A recording's JSON is about 6x its compressed size; the README's default folder limit
+(256 MB) holds well under this."""
+READ_CHUNK = 1 << 14
+"""Compressed bytes fed to the decompressor at a time (deflate expands at most ~1000x)."""
+
+
 def _lines(path: Path) -> Iterator[tuple[bytes, str | None]]:
     """Complete lines of a gzip file; the last item carries why reading stopped early."""
     decompressor = zlib.decompressobj(wbits=31)
     pending = b""
     offset = 0
+    expanded = 0
     damage: str | None = None
     with open(path, "rb") as handle:
         while True:
-            chunk = handle.read(1 << 16)
+            chunk = handle.read(READ_CHUNK)
             if not chunk:
                 if not decompressor.eof:
                     damage = f"the file ends early (truncated at byte {offset})"
@@ -356,10 +367,21 @@ def _lines(path: Path) -> Iterator[tuple[bytes, str | None]]:
                     except zlib.error as exc:
                         damage = f"corrupted data near byte {offset + start} ({exc})"
                         break
+            expanded += len(data)
+            if len(pending) + len(data) > MAX_LINE_BYTES and b"\n" not in data:
+                damage = f"a line longer than {MAX_LINE_BYTES >> 20} MiB near byte {offset}"
+                break
             pending += data
             *complete, pending = pending.split(b"\n")
             for line in complete:
+                if len(line) > MAX_LINE_BYTES:
+                    damage = f"a line longer than {MAX_LINE_BYTES >> 20} MiB near byte {offset}"
+                    break
                 yield line, None
+            if damage is None and len(pending) > MAX_LINE_BYTES:
+                damage = f"a line longer than {MAX_LINE_BYTES >> 20} MiB near byte {offset}"
+            if damage is None and expanded > MAX_DECOMPRESSED_BYTES:
+                damage = f"more than {MAX_DECOMPRESSED_BYTES >> 30} GiB of frames"
             if damage is not None:
                 pending = b""
                 break
@@ -373,6 +395,54 @@ def _lines(path: Path) -> Iterator[tuple[bytes, str | None]]:
         yield b"", damage
 
 
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _int_list(value: object) -> bool:
+    return value is None or (isinstance(value, list) and all(_is_int(v) for v in value))
+
+
+def header_problem(head: dict[str, Any]) -> str | None:
+    """What is wrong with a header's fields a replay relies on (None: nothing): the clock,
+    the sample field names and the topology's GPU and NUMA entries."""
+    if not _is_number(head.get("t0_mono")):
+        return "t0_mono is missing or not a number"
+    for key in ("t0_wall", "created_wall", "interval_s"):
+        if key in head and head[key] is not None and not _is_number(head[key]):
+            return f"{key} is not a number"
+    names = head.get("fields")
+    if not isinstance(names, dict) or not all(
+        isinstance(v, list) and all(isinstance(n, str) for n in v) for v in names.values()
+    ):
+        return "fields is not an object of name lists"
+    topology = head.get("topology")
+    if topology is None:
+        return None
+    if not isinstance(topology, dict):
+        return f"topology is {type(topology).__name__}, not an object"
+    for key, id_key in (("gpus", "index"), ("numa_nodes", "id")):
+        items = topology.get(key, [])
+        if items is None:
+            continue
+        if not isinstance(items, list):
+            return f"topology.{key} is not a list"
+        for number, item in enumerate(items):
+            where = f"topology.{key}[{number}]"
+            if not isinstance(item, dict):
+                return f"{where} is not an object"
+            if not _is_int(item.get(id_key)):
+                return f"{where}.{id_key} is not an integer"
+            for list_key in ("cpu_affinity", "cpus", "gpus"):
+                if not _int_list(item.get(list_key)):
+                    return f"{where}.{list_key} is not a list of integers"
+    return None
+
+
 def read_recording(path: Path) -> Recording:
     """Every readable frame of a recording; `damage` says why it stopped short, if it did."""
     try:
@@ -384,17 +454,26 @@ def read_recording(path: Path) -> Recording:
         raise RecordingError(f"{path}: not a ddconsole recording ({damage})")
     try:
         head = json.loads(first)
+    except RecursionError:
+        raise RecordingError(f"{path}: damaged recording header (nested too deeply)") from None
     except ValueError:
         raise RecordingError(f"{path}: not a ddconsole recording (no header line)") from None
     if not isinstance(head, dict) or head.get("format") != FORMAT:
         raise RecordingError(f"{path}: not a ddconsole recording")
     version = head.get("schema_version")
-    if not isinstance(version, int) or version > SCHEMA_VERSION:
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise RecordingError(
+            f"{path}: damaged recording header: schema_version {version!r} is not an integer"
+        )
+    if version > SCHEMA_VERSION:
         raise RecordingError(
             f"{path}: recording schema {version!r} is newer than this ddconsole reads "
             f"({SCHEMA_VERSION})",
             hint="upgrade ddconsole to replay it",
         )
+    problem = header_problem(head)
+    if problem is not None:
+        raise RecordingError(f"{path}: damaged recording header: {problem}")
     recording = Recording(path, head)
     try:
         for line, why in lines:
@@ -404,7 +483,9 @@ def read_recording(path: Path) -> Recording:
             try:
                 data = json.loads(line)
                 frame = Frame(float(data["t"]), str(data["k"]), data)
-            except (ValueError, KeyError, TypeError):
+                if not math.isfinite(frame.t):
+                    raise ValueError(frame.t)
+            except (ValueError, KeyError, TypeError, RecursionError):
                 recording.damage = f"unreadable frame after t={recording.duration_s:.1f} s"
                 break
             recording.frames.append(frame)

@@ -20,6 +20,14 @@ from typing import Any
 import httpx
 
 from console.core.auth import bearer
+from console.core.http import (
+    JSON_MAX_BYTES,
+    METRICS_MAX_BYTES,
+    BodyTooLarge,
+    DeadlineExceeded,
+    connection_refused,
+    get_capped,
+)
 from console.telemetry.derive import counter_rate, histogram_delta
 from console.telemetry.keys import SourceId
 from console.telemetry.prometheus import (
@@ -152,10 +160,12 @@ class SglangSource:
 
     async def _fetch_info(self) -> None:
         try:
-            response = await self.client.get(
+            response = await get_capped(
+                self.client,
                 f"{self.url}/server_info",
                 headers=self.headers,
-                timeout=min(2.0, self.interval_s * 2),
+                deadline_s=min(2.0, self.interval_s * 2),
+                max_bytes=JSON_MAX_BYTES,
             )
             if response.status_code == 200:
                 data = response.json()
@@ -179,18 +189,29 @@ class SglangSource:
             await self._fetch_info()
         timeout = max(0.2, self.interval_s * 0.8)
         try:
-            response = await self.client.get(f"{self.url}/metrics", timeout=timeout)
-        except httpx.ConnectError:
-            return PollResult(
-                statuses=[self._status(SourceState.UNAVAILABLE, "connection refused")]
+            response = await get_capped(
+                self.client,
+                f"{self.url}/metrics",
+                deadline_s=timeout,
+                max_bytes=METRICS_MAX_BYTES,
             )
-        except httpx.TimeoutException:
+        except BodyTooLarge as exc:
+            return PollResult(statuses=[self._status(SourceState.UNAVAILABLE, str(exc))])
+        except DeadlineExceeded:
             return PollResult(
                 statuses=[self._status(SourceState.STALE, f"no answer within {timeout:.1f} s")]
             )
         except httpx.HTTPError as exc:
+            if connection_refused(exc):
+                return PollResult(
+                    statuses=[self._status(SourceState.UNAVAILABLE, "connection refused")]
+                )
+            if not isinstance(exc, httpx.TimeoutException):
+                return PollResult(
+                    statuses=[self._status(SourceState.UNAVAILABLE, f"{type(exc).__name__}: {exc}")]
+                )
             return PollResult(
-                statuses=[self._status(SourceState.UNAVAILABLE, f"{type(exc).__name__}: {exc}")]
+                statuses=[self._status(SourceState.STALE, f"no answer within {timeout:.1f} s")]
             )
         if response.status_code == 404:
             # No /metrics route at all: SGLang mounts it only with --enable-metrics

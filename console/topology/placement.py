@@ -9,19 +9,37 @@ import os
 import shlex
 import shutil
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
-from console.core.errors import PlacementError
+from console.core.errors import ConsoleError, PlacementError
 from console.core.net import port_is_free
-from console.core.redact import MASK
+from console.core.redact import MASK, redact_argv, redact_env
 from console.core.units import format_index_set
-from console.profiles.command import CommandSpec
+from console.profiles.command import CommandSpec, build_command
+from console.profiles.loader import load_profile_file
 from console.profiles.models import NumaPolicy
 from console.topology.model import Topology
 
 REDACTED = MASK
 """Where a key would be in a plan's argv: the one redaction mark (core.redact) everywhere."""
+
+
+_KEY_FLAGS = ("--api-key", "--admin-api-key")
+
+
+def _profile_values(plan: Plan) -> tuple[dict[str, str], list[str]]:
+    """The env and argv the plan's profile file gives its layout and variant now; empty when
+    the file is gone or no longer has them."""
+    try:
+        loaded = load_profile_file(Path(plan.profile_path), plan.profile)
+        command = build_command(
+            loaded, plan.layout, plan.variant, port=plan.port, demo=plan.demo, gpus=plan.gpus
+        )
+    except (ConsoleError, OSError, ValueError):
+        return {}, []
+    return dict(command.env), list(command.argv)
 
 
 @dataclass(frozen=True)
@@ -63,12 +81,52 @@ class Plan:
     """The variable holding `--admin-api-key` (SGLang then takes only it on /flush_cache)."""
 
     @property
+    def shown_env(self) -> dict[str, str]:
+        """`env` as it may be shown or written: secret-named values and URL passwords `***`
+        (core.redact's one policy). `env` itself keeps the real values for the launch."""
+        return redact_env(self.env)
+
+    @property
+    def shown_argv(self) -> list[str]:
+        """`argv` as it may be shown or written (the API key is `***` in `argv` already)."""
+        return redact_argv(self.argv)
+
+    @property
     def command_line(self) -> str:
-        env_part = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
-        return f"{env_part} {shlex.join(self.argv)}".strip()
+        """The launch command as shown and logged, secrets masked."""
+        env_part = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.shown_env.items()))
+        return f"{env_part} {shlex.join(self.shown_argv)}".strip()
+
+    def with_secrets(self) -> Plan:
+        """This plan with the values its JSON masked (a secret-named variable, a URL password)
+        read back from its profile file, for relaunching a plan rebuilt from a server record.
+        A masked variable the profile no longer has is left out rather than passed as `***`;
+        a masked argument it no longer has stays as it is."""
+        masked_env = [k for k, v in self.env.items() if MASK in v]
+        masked_argv = [
+            i
+            for i, a in enumerate(self.argv)
+            if MASK in a and not (a == REDACTED and i and self.argv[i - 1] in _KEY_FLAGS)
+        ]
+        if not masked_env and not masked_argv:
+            return self
+        env, argv = _profile_values(self)
+        real_env = dict(self.env)
+        for name in masked_env:
+            value = env.get(name)
+            if value is not None and redact_env({name: value})[name] == self.env[name]:
+                real_env[name] = value
+            else:
+                del real_env[name]
+        shown = {redact_argv([a])[0]: a for a in argv}
+        real_argv = [shown.get(a, a) if i in masked_argv else a for i, a in enumerate(self.argv)]
+        return replace(self, env=real_env, argv=tuple(real_argv))
 
     def launch_argv(self, environ: Mapping[str, str]) -> list[str]:
-        """The argv to execute: the redacted one plus the API key read from its variable."""
+        """The argv to execute: a key flag whose variable is unset is left out (the server
+        runs without that key, as `plan` warned); one that is set keeps its `***`
+        placeholder, which the waiter swaps for a `--config` pipe serving the key
+        (console/server/keypipe.py), so the key is in no command line."""
         names = {"--api-key": self.api_key_env, "--admin-api-key": self.admin_api_key_env}
         argv: list[str] = []
         tokens = list(self.argv)
@@ -76,8 +134,7 @@ class Plan:
         while index < len(tokens):
             name = names.get(tokens[index])
             if name and tokens[index + 1 : index + 2] == [REDACTED]:
-                key = environ.get(name)
-                argv += [tokens[index], key] if key else []
+                argv += [tokens[index], REDACTED] if environ.get(name) else []
                 index += 2
                 continue
             argv.append(tokens[index])
@@ -94,8 +151,8 @@ class Plan:
             "served_name": self.served_name,
             "architecture": self.architecture,
             "algorithm": self.algorithm,
-            "argv": list(self.argv),
-            "env": dict(self.env),
+            "argv": self.shown_argv,
+            "env": self.shown_env,
             "gpus": list(self.gpus),
             "numa_nodes": list(self.numa_nodes),
             "numa_policy": self.numa_policy,

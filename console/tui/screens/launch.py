@@ -46,8 +46,8 @@ def plan_view(plan: Plan, flag_check: str | None) -> Group:
     rows.add_row("gpus", f"{','.join(map(str, plan.gpus))} (tp {plan.tp}, dp {plan.dp})")
     rows.add_row("numa", f"{plan.numa_policy}: {binding}")
     rows.add_row("listen", f"{plan.host}:{plan.port}")
-    rows.add_row("env", " ".join(f"{k}={v}" for k, v in sorted(plan.env.items())) or "-")
-    rows.add_row("argv", shlex.join(plan.argv))
+    rows.add_row("env", " ".join(f"{k}={v}" for k, v in sorted(plan.shown_env.items())) or "-")
+    rows.add_row("argv", shlex.join(plan.shown_argv))
     if plan.requires:
         rows.add_row("needs", Text(plan.requires, style="yellow"))
     for warning in plan.warnings:

@@ -18,6 +18,7 @@ from textual.containers import Horizontal, Vertical
 from textual.coordinate import Coordinate
 from textual.widgets import DataTable, RichLog, Static
 
+from console.core.redact import redact_argv, redact_env
 from console.core.units import format_duration, format_index_set
 from console.tui.backend import ActionRefused
 from console.tui.screens.base import ConsoleScreen
@@ -59,12 +60,15 @@ def server_detail(server: ServerView) -> Table:
     if server.scheduler_pids:
         table.add_row("sched", " ".join(str(p) for p in server.scheduler_pids))
     table.add_row("log", server.log_path or "-")
+    # A plan's JSON is masked where it is written (Plan.to_json); masked again here, so a
+    # record written by an older ddconsole or by hand shows no secret either.
     argv = server.plan.get("argv")
     if isinstance(argv, list):
-        table.add_row("argv", shlex.join(str(a) for a in argv))
+        table.add_row("argv", shlex.join(redact_argv(str(a) for a in argv)))
     env = server.plan.get("env")
     if isinstance(env, dict) and env:
-        table.add_row("env", " ".join(f"{k}={v}" for k, v in sorted(env.items())))
+        shown = redact_env({str(k): str(v) for k, v in env.items()})
+        table.add_row("env", " ".join(f"{k}={v}" for k, v in sorted(shown.items())))
     for line in server.failure_excerpt[-4:]:
         table.add_row("log", Text(line, style="red"))
     return table
