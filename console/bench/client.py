@@ -153,9 +153,9 @@ async def run_request(
         result.error = describe_error(exc, result.chunks)
     except (aiohttp.ClientError, ConnectionError, TimeoutError) as exc:
         result.error = describe_error(exc, result.chunks)
-    except (ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
+    except (ValueError, TypeError, AttributeError, KeyError, IndexError, RecursionError) as exc:
         # A chunk that is not what SGLang sends (invalid JSON after `data:`, a count that is
-        # not a number): this request failed, the benchmark goes on.
+        # not a number, nesting too deep to parse): this request failed, the benchmark goes on.
         where = f" after {result.chunks} chunks" if result.chunks else ""
         result.error = f"malformed stream chunk{where}: {type(exc).__name__}: {exc}"[:300]
     if result.error is None and result.output_tokens is None:

@@ -11,13 +11,14 @@ Both failures are `httpx.HTTPError`s, so existing `except httpx.HTTPError` claus
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 import httpx
+
+from console.core.jsonio import load_json_text
 
 MiB = 1024 * 1024
 METRICS_MAX_BYTES = 16 * MiB
@@ -53,8 +54,8 @@ class CappedResponse:
         return self.content.decode("utf-8", errors="replace")
 
     def json(self) -> Any:
-        """The body as JSON (`ValueError` when it is not)."""
-        return json.loads(self.content)
+        """The body as JSON (`ValueError` when it is not, or is nested too deeply)."""
+        return load_json_text(self.content.decode("utf-8", errors="replace"))
 
 
 def _path(url: str) -> str:

@@ -164,7 +164,7 @@ def _inline_keys(value: str) -> set[str]:
         return set()
     try:
         data = json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):
         return set()
     if not isinstance(data, dict):
         return set()

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import http.client
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -107,14 +110,29 @@ def probe_ready(url: str, timeout: float) -> Probe:
     connection = http.client.HTTPConnection(
         parts.hostname or "127.0.0.1", parts.port, timeout=timeout
     )
+    # `timeout` bounds each socket call; a peer that trickles its status line a byte at a
+    # time would pass every one of them. The timer bounds the whole probe.
+    expired = threading.Event()
+
+    def expire() -> None:
+        expired.set()
+        sock = connection.sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    timer = threading.Timer(timeout, expire)
+    timer.daemon = True
+    timer.start()
     try:
         connection.request("GET", parts.path.rstrip("/") + "/ready")
         status = connection.getresponse().status
     except TimeoutError:
         return Probe.TIMEOUT
     except (OSError, http.client.HTTPException):
-        return Probe.REFUSED
+        return Probe.TIMEOUT if expired.is_set() else Probe.REFUSED
     finally:
+        timer.cancel()
         connection.close()
     return Probe.READY if status == 200 else Probe.NOT_READY
 

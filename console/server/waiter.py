@@ -81,18 +81,24 @@ def main(argv: list[str]) -> int:
                 {"returncode": 127, "ended_wall": time.time(), "spawn_error": str(exc)},
             )
             return 1
-        info = process_info(proc.pid)
-        _write(
-            folder / f"{server_id}.spawn.json",
-            {
-                "pid": proc.pid,
-                "start_ticks": info.start_ticks if info else 0,
-                "waiter_pid": os.getpid(),
-                "spawned_wall": time.time(),
-            },
-        )
-        assert proc.stdout is not None
+        # From here on the key pipe is closed however the waiter ends: a server blocked
+        # opening it would otherwise wait forever.
         try:
+            info = process_info(proc.pid)
+            try:
+                _write(
+                    folder / f"{server_id}.spawn.json",
+                    {
+                        "pid": proc.pid,
+                        "start_ticks": info.start_ticks if info else 0,
+                        "waiter_pid": os.getpid(),
+                        "spawned_wall": time.time(),
+                    },
+                )
+            except OSError as exc:
+                # A full or read-only state dir: the server runs on, found by its marker.
+                _write_log(log, f"ddconsole: cannot write {server_id}.spawn.json: {exc}\n".encode())
+            assert proc.stdout is not None
             _pump(proc, proc.stdout.fileno(), log, masker, folder / f"{server_id}.exit.json")
         finally:
             if keys is not None:

@@ -335,6 +335,9 @@ a few kilobytes. Reading stops there, so a gzip bomb costs at most about this mu
 MAX_DECOMPRESSED_BYTES = 4 * 1024 * 1024 * 1024
 """A recording's JSON is about 6x its compressed size; the README's default folder limit
 (256 MB) holds well under this."""
+MAX_FRAMES = 1_000_000
+"""Frames kept from one recording: a day of 1 s polls is under 100 000; a file of millions of
+tiny frames (a bomb that the line and size caps let through) stops here, as damage."""
 READ_CHUNK = 1 << 14
 """Compressed bytes fed to the decompressor at a time (deflate expands at most ~1000x)."""
 
@@ -489,6 +492,9 @@ def read_recording(path: Path) -> Recording:
                 recording.damage = f"unreadable frame after t={recording.duration_s:.1f} s"
                 break
             recording.frames.append(frame)
+            if len(recording.frames) >= MAX_FRAMES:
+                recording.damage = f"more than {MAX_FRAMES:,} frames; replaying the first ones"
+                break
     except OSError as exc:
         recording.damage = f"read error ({exc.strerror or exc})"
     return recording

@@ -118,8 +118,15 @@ class Plan:
                 real_env[name] = value
             else:
                 del real_env[name]
-        shown = {redact_argv([a])[0]: a for a in argv}
-        real_argv = [shown.get(a, a) if i in masked_argv else a for i, a in enumerate(self.argv)]
+        # By position: a flag's value (`--ssl-keyfile-password PW`) is masked only beside its
+        # flag, so it maps back only where the profile's command (the plan's argv begins with
+        # it; placement adds the rest) still lines up with this one once masked.
+        fresh = list(argv)
+        aligned = list(redact_argv(fresh)) == list(self.argv[: len(fresh)])
+        real_argv = list(self.argv)
+        for i in masked_argv:
+            if aligned and i < len(fresh):
+                real_argv[i] = fresh[i]
         return replace(self, env=real_env, argv=tuple(real_argv))
 
     def launch_argv(self, environ: Mapping[str, str]) -> list[str]:

@@ -219,8 +219,13 @@ def test_metrics_once_on_a_closed_port_says_connection_refused() -> None:
         b'{"text":"a","meta_info":{"completion_tokens":"abc"}}',
         b'{"error" oops not json',
         b'{"text":"a","meta_info":{"finish_reason":{"type":"length"},"completion_tokens":1,}}',
+        b'{"text":"a","meta_info":{"finish_reason":{"type":"length"},"completion_tokens":1,'
+        + b'"x":'
+        + b"[" * 5000
+        + b"]" * 5000
+        + b"}}",
     ],
-    ids=["count-not-a-number", "error-not-json", "final-not-json"],
+    ids=["count-not-a-number", "error-not-json", "final-not-json", "nested-too-deep"],
 )
 def test_a_malformed_stream_is_a_request_error_not_a_crash(chunk: bytes, tmp_path: Path) -> None:
     with hostile(malformed(chunk)) as url:
@@ -269,4 +274,46 @@ def test_a_signal_stops_a_bench_against_a_server_that_never_answers(
     assert "interrupted" in out + err
     (run,) = [p for p in tmp_path.iterdir() if (p / "run.json").is_file()]
     assert json.loads((run / "run.json").read_text())["status"] == "interrupted"
+    assert took < 5, took
+
+
+def test_the_readiness_probe_has_a_total_deadline_against_a_trickling_peer() -> None:
+    """A peer that sends its status line a byte at a time passes every per-read timeout;
+    the probe still ends by its own deadline, as a timeout."""
+    import socket
+    import threading
+
+    from console.server.manager import probe_ready
+    from console.server.status import Probe
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    stop = threading.Event()
+
+    def trickle() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(4096)
+            for byte in b"HTTP/1.1 200 OK\r\n" * 100:
+                if stop.is_set():
+                    return
+                try:
+                    conn.send(bytes([byte]))
+                except OSError:
+                    return
+                time.sleep(0.1)
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    try:
+        start = time.monotonic()
+        result = probe_ready(f"http://127.0.0.1:{port}", 0.5)
+        took = time.monotonic() - start
+    finally:
+        stop.set()
+        listener.close()
+        thread.join(timeout=5)
+    assert result is Probe.TIMEOUT
     assert took < 5, took

@@ -206,7 +206,7 @@ def test_a_plan_relaunched_from_its_record_gets_its_secrets_back(user_profiles: 
 
     path = user_profiles / "p.toml"
     path.write_text(
-        GOOD.replace(
+        with_args("--ssl-keyfile-password", "kfPW77").replace(
             'NCCL_IB_DISABLE = "1"', 'HF_TOKEN = "hf_relaunchSECRET"\nU = "https://u:PW9x@h/"'
         )
     )
@@ -218,6 +218,7 @@ def test_a_plan_relaunched_from_its_record_gets_its_secrets_back(user_profiles: 
     saved = json.dumps(plan.to_json())
     assert "hf_relaunchSECRET" not in saved
     assert "PW9x" not in saved
+    assert "kfPW77" not in saved
     assert "hf_relaunchSECRET" not in plan.command_line
     rebuilt = Plan.from_json(json.loads(saved))
     assert rebuilt.env["HF_TOKEN"] == MASK
@@ -225,6 +226,7 @@ def test_a_plan_relaunched_from_its_record_gets_its_secrets_back(user_profiles: 
     assert again.env["HF_TOKEN"] == "hf_relaunchSECRET"
     assert again.env["U"] == "https://u:PW9x@h/"
     assert again.argv == plan.argv
+    assert "kfPW77" in again.argv  # a flag's masked value comes back beside its flag
     path.write_text(GOOD)
     gone = rebuilt.with_secrets()
     assert "HF_TOKEN" not in gone.env

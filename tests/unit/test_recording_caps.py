@@ -160,3 +160,21 @@ def test_snapshot_of_a_damaged_recording_says_so_on_the_cli_and_in_snapshot_md(
     )  # fmt: skip
     assert late.returncode == 2
     assert "(damaged: the file ends early" in late.stderr
+
+
+def test_millions_of_tiny_frames_stop_at_the_frame_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tiny frames pass the line and size caps; the frame count caps what is kept (the real
+    cap is a million; a smaller one here keeps the test fast)."""
+    import console.telemetry.recording as recording_module
+
+    monkeypatch.setattr(recording_module, "MAX_FRAMES", 1000)
+    path = tmp_path / f"tiny{SUFFIX}"
+    with gzip.open(path, "wt") as handle:
+        handle.write(json.dumps(good_header()) + "\n")
+        handle.writelines('{"t":0,"k":"e"}\n' for _ in range(5000))
+    recording = read_recording(path)
+    assert len(recording.frames) == 1000
+    assert recording.damage is not None
+    assert "more than 1,000 frames" in recording.damage
