@@ -287,10 +287,9 @@ class CampaignRequest:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> CampaignRequest:  # JSON from run.json
         """The request `to_json` wrote; ConsoleError when it is not one."""
-        try:
-            spec = CampaignSpec.model_validate(data["spec"])
-        except (KeyError, ValidationError) as exc:
-            raise ConsoleError(f"campaign request: no valid spec ({exc})") from None
+        if "spec" not in data:
+            raise ConsoleError("run.json: the campaign request has no spec")
+        spec = CampaignSpec.from_stored(data["spec"], "run.json spec")
         source = data.get("source")
         return cls(spec=spec, source=source if isinstance(source, str) else None)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -18,10 +18,24 @@ class CellSpec(BaseModel):
     variant: str
 
 
-class CampaignSpec(BaseModel):
-    """A campaign file. Cells are `profile` x `layouts` x `variants`, or an explicit list."""
+DAY_S = 86400.0
+RATE_MAX = 1e6
+"""Requests per second: far beyond any server (the CLI's `--rate` bound too)."""
+# The bounds of the CLI's flags (console/cli/argtypes.py), so a campaign file, `--resume` of
+# its stored spec and the TUI refuse what `bench` refuses, each with one line naming the key.
+DURATION_MAX_S = 30 * DAY_S
+REQUESTS_MAX = 10**12
+TOKENS_MAX = 2_000_000
+WARMUP_MAX = 100_000
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+Rate = Annotated[float, Field(gt=0, le=RATE_MAX)]
+
+
+class CampaignSpec(BaseModel):
+    """A campaign file. Cells are `profile` x `layouts` x `variants`, or an explicit list.
+    Every number is finite (`nan` and `inf`, which TOML allows, are refused) and bounded."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
     name: str = Field(min_length=1)
     description: str = ""
     profile: str | None = None
@@ -29,14 +43,14 @@ class CampaignSpec(BaseModel):
     variants: list[str] = Field(default_factory=list)
     cells: list[CellSpec] = Field(default_factory=list)
     concurrency: list[int] = Field(default_factory=lambda: [1])
-    rates: list[float] = Field(default_factory=list)
-    requests: int | None = Field(default=16, ge=1)
-    duration_s: float | None = Field(default=None, gt=0)
-    input_len: int = Field(default=512, ge=1)
-    output_len: int = Field(default=256, ge=1)
+    rates: list[Rate] = Field(default_factory=list)
+    requests: int | None = Field(default=16, ge=1, le=REQUESTS_MAX)
+    duration_s: float | None = Field(default=None, gt=0, le=DURATION_MAX_S)
+    input_len: int = Field(default=512, ge=1, le=TOKENS_MAX)
+    output_len: int = Field(default=256, ge=1, le=TOKENS_MAX)
     range_ratio: float = Field(default=1.0, gt=0, le=1)
     endpoint: Literal["generate", "chat", "completions"] = "generate"
-    warmup: int = Field(default=1, ge=0)
+    warmup: int = Field(default=1, ge=0, le=WARMUP_MAX)
     flush_cache: bool = True
     seed: int = 0
     dataset: str | None = None
@@ -49,11 +63,20 @@ class CampaignSpec(BaseModel):
             raise ValueError("give `profile`, `layouts` and `variants`, or a `cells` list")
         if any(c < 1 for c in self.concurrency):
             raise ValueError("concurrency levels must be at least 1")
-        if any(r <= 0 for r in self.rates):
-            raise ValueError("rates must be positive (requests per second)")
         if self.requests is None and self.duration_s is None:
             raise ValueError("give `requests` or `duration_s` per level")
         return self
+
+    @classmethod
+    def from_stored(cls, data: object, what: str = "campaign spec") -> CampaignSpec:
+        """A spec as `model_dump(mode="json")` stored it (run.json); a UsageError of one
+        line naming `what` and the key when it is not a valid one."""
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            error = exc.errors(include_url=False)[0]
+            loc = tuple(error["loc"])
+            raise UsageError(f"{what}: {format_key_path(loc)}: {_reason(error, loc)}") from None
 
     def with_changes(self, **changes: object) -> CampaignSpec:
         """A copy with `changes` applied and validated again (UsageError when invalid)."""
@@ -62,7 +85,7 @@ class CampaignSpec(BaseModel):
         except ValidationError as exc:
             error = exc.errors(include_url=False)[0]
             loc = tuple(error["loc"])
-            raise UsageError(f"{format_key_path(loc)}: {describe_error(error, loc)}") from None
+            raise UsageError(f"{format_key_path(loc)}: {_reason(error, loc)}") from None
 
     def cell_list(self) -> list[CellSpec]:
         if self.cells:
@@ -85,8 +108,14 @@ def load_campaign(path: Path) -> CampaignSpec:
     except ValidationError as exc:
         error = exc.errors(include_url=False)[0]
         loc = tuple(error["loc"])
-        reason = describe_error(error, loc)
+        reason = _reason(error, loc)
         if error["type"] == "extra_forbidden":
             valid = ", ".join(sorted(CampaignSpec.model_fields))
             reason = f"unknown key {loc[-1]!r} (valid keys: {valid})"
         raise ProfileError(str(path), format_key_path(loc), reason) from None
+
+
+def _reason(error: Any, loc: tuple[int | str, ...]) -> str:
+    if error["type"] == "finite_number":
+        return f"{error.get('input')!r} is not a finite number"
+    return describe_error(error, loc)

@@ -83,7 +83,9 @@ token_count = bounded_int(1, 2_000_000)
 """A prompt's or an output's length in tokens (no model has a longer context)."""
 vocab_size = bounded_int(2, 2**32)
 rate_max = 1e6
-"""Requests per second: far beyond any server."""
+"""Requests per second: far beyond any server. The same bound as a campaign file's
+(console.bench.spec.RATE_MAX), not imported from there: pydantic would then load with every
+command."""
 
 
 def positive_float_list(text: str) -> list[float]:

@@ -35,14 +35,29 @@ def add_placement_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _gpu_list(text: str) -> tuple[int, ...]:
-    from console.core.units import parse_index_set
+    """`4,5,6,7` or `4-7` (or both), in the order given; duplicates are kept for the
+    placement to name. A range is counted before it is built: more than `MAX_INDEX_SET` ids
+    is one line saying the limit, never a MemoryError."""
+    from console.core.units import MAX_INDEX_SET
 
-    try:
-        ordered = [int(part) for part in text.split(",") if part.strip() and "-" not in part]
-        if "-" in text:
-            ordered = list(parse_index_set(text))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a GPU list: {text!r} (e.g. 4,5,6,7)") from None
+    ordered: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        low_text, dash, high_text = part.partition("-")
+        try:
+            low = int(low_text)
+            high = int(high_text) if dash else low
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"not a GPU list: {text!r} (e.g. 4,5,6,7 or 4-7)"
+            ) from None
+        if high < low:
+            raise argparse.ArgumentTypeError(f"{text}: range {part!r} runs backwards")
+        if len(ordered) + high - low + 1 > MAX_INDEX_SET:
+            raise argparse.ArgumentTypeError(f"{text}: more than {MAX_INDEX_SET} GPU ids")
+        ordered.extend(range(low, high + 1))
     if not ordered:
         raise argparse.ArgumentTypeError("empty GPU list")
     return tuple(ordered)

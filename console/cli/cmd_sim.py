@@ -16,6 +16,10 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         "badflag}, crash-mid-stream[:N], runtime-oom[:TOKENS], hang[:S], bad-metrics, "
         "metrics-nan, metrics-reset[:S], metrics-500, http-500[:RATE], orphans, misbind).",
         add_help=False,
+        # No option of its own: every argument, `--model-path` and `--help` included, is
+        # the simulator's (with "-" as a prefix, argparse stops REMAINDER at the first
+        # option-like argument: "unrecognized arguments: --model-path").
+        prefix_chars="\x00",
     )
     parser.add_argument("sim_args", nargs=argparse.REMAINDER)
     parser.set_defaults(handler=_run)
@@ -24,4 +28,7 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
 def _run(args: argparse.Namespace) -> int:
     from console.sim.server import main
 
-    return main(list(args.sim_args))
+    sim_args = list(args.sim_args)
+    if sim_args[:1] == ["--"]:
+        sim_args = sim_args[1:]  # `ddconsole sim -- ARGS`, the form older READMEs gave
+    return main(sim_args)

@@ -184,21 +184,31 @@ def _prefill(store: Any, folder: Path, history_s: float) -> str | None:
     return str(newest)
 
 
-def _latest_run(backend: RunSource) -> RunSummary | None:
+def _latest_run(
+    backend: RunSource, damaged: list[tuple[str, str]] | None = None
+) -> RunSummary | None:
     """The newest run the backend serves that has a summary (live: the results folder,
-    through each run's cache of record; a recording: as it was recorded)."""
-    for row in reversed(backend.runs()):
+    through each run's cache of record; a recording: as it was recorded). `damaged`, when
+    given, gets (run id, reason) for each run that could not be read: every run the listing
+    marks unreadable, and each newer one whose summary failed."""
+    rows = backend.runs()
+    if damaged is not None:
+        damaged.extend((row.run_id, row.error) for row in rows if row.error is not None)
+    for row in reversed(rows):
         if row.error is None:
             try:
                 summary = backend.run_summary(row.run_id)
-            except ConsoleError:
+            except ConsoleError as exc:
+                if damaged is not None:
+                    damaged.append((row.run_id, exc.message))
                 continue  # a damaged run: the newest readable one is reported
             if summary is not None:
                 return summary
     return None
 
 
-def _gather_live(args: argparse.Namespace) -> Gathered:
+def _gather_live(args: argparse.Namespace, damaged: list[tuple[str, str]]) -> Gathered:
+    """Now, from this host; `damaged` gets the runs that could not be read."""
     from console.bench.listing import DiskRuns
     from console.cli.services import Services
     from console.export.snapshot import build_snapshot
@@ -224,7 +234,8 @@ def _gather_live(args: argparse.Namespace) -> Gathered:
     topology = services.topology()
     now = time.monotonic()
     runs = DiskRuns(services.state.runs)
-    latest = _latest_run(runs)
+    latest = _latest_run(runs, damaged)
+    damaged.sort()
     document = build_snapshot(
         store=store,
         now_mono=now,
@@ -251,6 +262,7 @@ def _gather_live(args: argparse.Namespace) -> Gathered:
 def _gather_recording(args: argparse.Namespace) -> Gathered:
     from console.cli.services import Services
     from console.export.snapshot import build_snapshot
+    from console.telemetry.store import DEFAULT_CAPACITY
     from console.tui.headless import StaticBackend
     from console.tui.replay import ReplayBackend
 
@@ -262,7 +274,14 @@ def _gather_recording(args: argparse.Namespace) -> Gathered:
         raise UsageError(
             f"--at {at:g}: the recording covers 0 to {recording.duration_s:.1f} s{damaged}"
         )
-    replay = ReplayBackend(recording, runs_root=services.state.runs, position_s=at, playing=False)
+    # A live snapshot's history: what the live store keeps (one seek, no key waiting on it).
+    replay = ReplayBackend(
+        recording,
+        runs_root=services.state.runs,
+        position_s=at,
+        playing=False,
+        history_s=DEFAULT_CAPACITY * float(recording.header.get("interval_s") or 1.0),
+    )
     servers = replay.raw_servers()
     latest = _latest_run(replay)
     document = build_snapshot(
@@ -303,10 +322,11 @@ def _snapshot(args: argparse.Namespace) -> int:
     if "png" in formats and not explicit and png_available() is not None:
         formats.remove("png")
         print(f"ddconsole: note: skipping png ({png_available()})", file=sys.stderr)
+    damaged: list[tuple[str, str]] = []  # runs that could not be read (live only)
     document, backend, latest = (
-        _gather_recording(args) if args.from_recording else _gather_live(args)
+        _gather_recording(args) if args.from_recording else _gather_live(args, damaged)
     )
-    if is_empty(document) and not document["demo"]:
+    if is_empty(document) and not document["demo"] and not damaged:
         raise ConsoleError(
             "nothing to snapshot: no GPUs ("
             + (document["topology"].get("gpu_status") or "none found")
@@ -337,7 +357,7 @@ def _snapshot(args: argparse.Namespace) -> int:
                 "###" + line[1:] if line.startswith("# ") else line
                 for line in run_markdown(latest).splitlines()
             )
-        markdown = to_markdown(document, latest, run_text)
+        markdown = to_markdown(document, latest, run_text, unreadable_runs=damaged)
         if document.get("recording_damage"):
             # Said where the reader looks, not only in snapshot.json.
             markdown += f"\n> **Recording damaged:** {document['recording_damage']}\n"
@@ -352,6 +372,8 @@ def _snapshot(args: argparse.Namespace) -> int:
             svg_to_png(svg, out / "dashboard.png")
             written.append(str(out / "dashboard.png"))
     elapsed = time.monotonic() - started
+    if damaged:
+        print(_damaged_runs_line(damaged, "md" in formats), file=sys.stderr)
     if document.get("recording_damage"):
         print(
             f"ddconsole: warning: the recording is damaged ({document['recording_damage']}); "
@@ -365,6 +387,18 @@ def _snapshot(args: argparse.Namespace) -> int:
             print(path)
         print(f"snapshot written in {elapsed:.1f} s", file=sys.stderr)
     return 0
+
+
+def _damaged_runs_line(damaged: list[tuple[str, str]], in_markdown: bool) -> str:
+    """One warning line for the runs that could not be read: the first with its reason."""
+    run_id, reason = damaged[0]
+    more = f", and {len(damaged) - 1} more" if len(damaged) > 1 else ""
+    count = f"{len(damaged)} run{'s' if len(damaged) > 1 else ''}"
+    where = "listed in snapshot.md" if in_markdown else "`ddconsole runs show RUN` says why"
+    return (
+        f"ddconsole: warning: {count} could not be read ({run_id}: "
+        f"{' '.join(reason.split())}{more}); {where}"
+    )
 
 
 def _record(args: argparse.Namespace) -> int:

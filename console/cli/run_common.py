@@ -60,21 +60,6 @@ def check_open_files(concurrency: int, what: str) -> None:
         )
 
 
-def check_rates(rates: list[float] | tuple[float, ...], what: str) -> None:
-    """Finite, positive, at most `argtypes.rate_max` requests per second."""
-    import math
-
-    from console.cli.argtypes import rate_max
-    from console.core.errors import UsageError
-
-    for rate in rates:
-        if not math.isfinite(rate) or rate <= 0 or rate > rate_max:
-            raise UsageError(
-                f"{what}: {rate} is not a request rate (a finite number of requests per "
-                f"second, more than 0 and at most {rate_max:g})"
-            )
-
-
 def services(args: argparse.Namespace) -> Services:
     from console.cli.services import Services
 

@@ -111,10 +111,15 @@ def _clock(wall: float) -> str:
 
 
 def to_markdown(
-    snapshot: dict[str, Any], run: RunSummary | None = None, run_table: str | None = None
+    snapshot: dict[str, Any],
+    run: RunSummary | None = None,
+    run_table: str | None = None,
+    *,
+    unreadable_runs: list[tuple[str, str]] | None = None,
 ) -> str:
     """The report; `snapshot` is the document `build_snapshot` made (JSON, read back here),
-    `run` the latest run it holds."""
+    `run` the latest run it holds, `unreadable_runs` (run id, reason) for each run that
+    could not be read (listed with its reason, so damage shows where the reader looks)."""
     created = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(snapshot["created_wall"]))
     lines = [
         f"# ddconsole snapshot: {snapshot['host']['hostname']}",
@@ -233,7 +238,16 @@ def to_markdown(
         for finding in run.findings:
             lines += ["", f"**{finding.kind}**: {finding.message}"]
     else:
-        lines.append("No runs yet.")
+        lines.append("No readable runs." if unreadable_runs else "No runs yet.")
+    if unreadable_runs:
+        lines += [
+            "",
+            "## Runs that could not be read",
+            "",
+            "| run | reason |",
+            "| --- | --- |",
+        ]
+        lines += [f"| {_cell(run_id)} | {_cell(reason)} |" for run_id, reason in unreadable_runs]
     lines += [
         "",
         f"History: the last {snapshot['history']['seconds']:.0f} s of "

@@ -21,15 +21,22 @@ the reader replays a truncated or damaged file up to the damage and says where i
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
+import os
+import re
+import tempfile
 import threading
 import time
+import weakref
 import zlib
-from collections.abc import Callable, Iterator
+from array import array
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, MutableSequence, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, overload
 
 from console.core.errors import ConsoleError
 from console.core.redact import redact_json
@@ -158,13 +165,307 @@ class Frame:
     data: dict[str, Any]
 
 
+_FRAME_HEAD = re.compile(rb'^\{"t":(-?[0-9][0-9.eE+-]*),"k":"([a-z_]{1,32})"')
+"""How the writer starts every frame line: indexing reads `t` and `k` without parsing it."""
+_POLL_STATUS = re.compile(rb'"st":\[\["((?:[^"\\]|\\.)*)"')
+_POLL_SAMPLE = re.compile(rb'"s":\[\["[a-z]+",\[[^,\]]*,"((?:[^"\\]|\\.)*)"')
+SPOOL_WRITE = 1 << 20
+"""Bytes of decompressed lines gathered before they are written to the spool."""
+OTHER_KIND = 255
+"""The index's code for every kind past the first 255 (a damaged or hostile file)."""
+CACHE_FRAMES = 4096
+"""Parsed frames a spooled recording keeps (a few MB): what a replay touches around a seek."""
+
+
+def _poll_group(line: bytes) -> bytes:
+    """Which source a poll frame is from, without parsing it: its first status's name (or
+    its first sample's source). One source's series and latest values come only from its
+    own frames, so a replay restores them from that source's last frames alone."""
+    at = line.rfind(b'"st":[')
+    found = _POLL_STATUS.match(line, at) if at >= 0 else None
+    if found is None:
+        found = _POLL_SAMPLE.search(line)
+    return b"" if found is None else found[1]
+
+
+def _frame_group(frame: Frame) -> bytes:
+    statuses, samples = frame.data.get("st"), frame.data.get("s")
+    try:
+        if statuses:
+            return str(statuses[0][0]).encode()
+        if samples:
+            return str(samples[0][1][1]).encode()
+    except (IndexError, KeyError, TypeError):
+        pass
+    return b""
+
+
+def _parse_frame(line: bytes) -> Frame:
+    """One frame line (ValueError, KeyError, TypeError or RecursionError: not a frame)."""
+    data = json.loads(line)
+    frame = Frame(float(data["t"]), str(data["k"]), data)
+    if not math.isfinite(frame.t):
+        raise ValueError(frame.t)
+    return frame
+
+
+class Frames(MutableSequence[Frame]):
+    """A recording's frames. Built in memory (a run folder's telemetry: a plain list), or
+    spooled: the decompressed lines in a private temporary file (unlinked at once, gone when
+    this is closed or collected) with only each frame's offset, time and kind in memory, a
+    frame parsed when it is read (a bounded cache keeps the recent ones). Changing a spooled
+    sequence loads it into memory first (only small, built recordings are changed)."""
+
+    def __init__(self, items: Iterable[Frame] = ()) -> None:
+        self._list: list[Frame] | None = list(items)
+        self._fd: int | None = None
+        """The spool: an unlinked temporary file (closed with this sequence)."""
+        self._buffer = bytearray()
+        self._written = 0
+        self._closer: weakref.finalize[[int], Frames] | None = None
+        self._offsets = array("q", [0])
+        self._times = array("d")
+        self._reach = array("d")
+        """The latest time among frames 0..i: where a replay to T stops, by bisection."""
+        self._kinds = bytearray()
+        self._kind_names: list[str] = []
+        self._codes: dict[str, int] = {}
+        self._by_kind: dict[str, array[int]] = {}
+        self._poll_groups: dict[bytes, array[int]] = {}
+        """The positions of each source's poll frames."""
+        self._cache: OrderedDict[int, Frame] = OrderedDict()
+
+    # -- building a spooled sequence (read_recording) -------------------------------------
+
+    @classmethod
+    def spooled(cls) -> Frames:
+        """An empty spooled sequence: its file is created and unlinked at once, so nothing
+        is left behind whatever happens (OSError if the temporary folder is unwritable)."""
+        frames = cls()
+        fd, name = tempfile.mkstemp(prefix="ddconsole-replay-")
+        os.unlink(name)
+        frames._list = None
+        frames._fd = fd
+        frames._closer = weakref.finalize(frames, os.close, fd)
+        return frames
+
+    def _add(self, line: bytes, t: float, kind: str) -> str | None:
+        """Index one frame line; why the spool cannot take more, if it cannot."""
+        buffer = self._buffer
+        buffer += line
+        buffer += b"\n"
+        index = len(self._times)
+        self._offsets.append(self._offsets[-1] + len(line) + 1)
+        self._times.append(t)
+        reach = self._reach
+        reach.append(t if not index or t > reach[-1] else reach[-1])
+        code = self._codes.get(kind)
+        if code is None:
+            code = len(self._kind_names)
+            if code >= OTHER_KIND:
+                code = OTHER_KIND  # a file of hundreds of kinds: the rest are one "other"
+            else:
+                self._kind_names.append(kind)
+                self._codes[kind] = code
+                self._by_kind[kind] = array("q")
+        self._kinds.append(code)
+        if code != OTHER_KIND:
+            self._by_kind[kind].append(index)
+        if kind == "poll":
+            group = _poll_group(line)
+            where = self._poll_groups.get(group)
+            if where is None:
+                where = self._poll_groups[group] = array("q")
+            where.append(index)
+        return self._done() if len(buffer) >= SPOOL_WRITE else None
+
+    def _write(self) -> None:
+        assert self._fd is not None
+        view = memoryview(self._buffer)
+        while view:
+            done = os.write(self._fd, view)
+            self._written += done
+            view = view[done:]
+        view.release()
+        self._buffer.clear()
+
+    def _done(self) -> str | None:
+        """Indexing ended: everything indexed is readable (what is not, when the spool
+        could not take it all, is dropped from the index; the reason returned)."""
+        if self._fd is None:
+            return None
+        try:
+            self._write()
+        except OSError as exc:
+            self._buffer.clear()
+            problem = f"no room to index it in {tempfile.gettempdir()} ({exc.strerror or exc})"
+        else:
+            return None
+        keep = bisect.bisect_right(self._offsets, self._written) - 1
+        del self._offsets[keep + 1 :], self._times[keep:], self._reach[keep:], self._kinds[keep:]
+        for where in (*self._by_kind.values(), *self._poll_groups.values()):
+            del where[bisect.bisect_left(where, keep) :]
+        return problem
+
+    @property
+    def is_spooled(self) -> bool:
+        return self._list is None
+
+    def close(self) -> None:
+        """Delete the spool (a spooled sequence is empty afterwards)."""
+        if self._closer is not None:
+            self._closer()
+            self._fd, self._closer = None, None
+            self._buffer = bytearray()
+            self._offsets, self._times, self._reach = array("q", [0]), array("d"), array("d")
+            self._kinds, self._by_kind, self._kind_names = bytearray(), {}, []
+            self._codes = {}
+            self._poll_groups = {}
+            self._cache.clear()
+
+    # -- reading -------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._list) if self._list is not None else len(self._times)
+
+    def _load(self, index: int) -> Frame:
+        frame = self._cache.get(index)
+        if frame is not None:
+            self._cache.move_to_end(index)
+            return frame
+        assert self._fd is not None
+        start, end = self._offsets[index], self._offsets[index + 1]
+        line = os.pread(self._fd, end - start - 1, start)
+        try:
+            frame = _parse_frame(line)
+        except (ValueError, KeyError, TypeError, RecursionError):
+            # Its head was readable when indexed: an empty frame, skipped by a replay.
+            frame = Frame(self._times[index], self.kind_at(index), {})
+        self._cache[index] = frame
+        if len(self._cache) > CACHE_FRAMES:
+            self._cache.popitem(last=False)
+        return frame
+
+    @overload
+    def __getitem__(self, index: int) -> Frame: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Frame]: ...
+    def __getitem__(self, index: int | slice) -> Frame | list[Frame]:
+        if self._list is not None:
+            return self._list[index]
+        if isinstance(index, slice):
+            return [self._load(i) for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError("frame index out of range")
+        return self._load(index)
+
+    def __iter__(self) -> Iterator[Frame]:
+        if self._list is not None:
+            return iter(list(self._list))
+        return (self._load(i) for i in range(len(self)))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Frames | list | tuple):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def t_at(self, index: int) -> float:
+        """A frame's time, without parsing it."""
+        return self._list[index].t if self._list is not None else self._times[index]
+
+    def kind_at(self, index: int) -> str:
+        """A frame's kind, without parsing it."""
+        if self._list is not None:
+            return self._list[index].kind
+        code = self._kinds[index]
+        return self._kind_names[code] if code != OTHER_KIND else "?"
+
+    def indices(self, kind: str) -> Sequence[int]:
+        """The positions of every frame of one kind, in order."""
+        if self._list is not None:
+            return [i for i, frame in enumerate(self._list) if frame.kind == kind]
+        return self._by_kind.get(kind, array("q"))
+
+    def last_polls(self, end: int, per_source: int) -> list[int]:
+        """The positions, in order, of each source's last `per_source` poll frames among
+        the first `end` frames: all that a store of that capacity keeps of them."""
+        if self._list is not None:
+            groups: dict[bytes, list[int]] = {}
+            for i, frame in enumerate(self._list[:end]):
+                if frame.kind == "poll":
+                    groups.setdefault(_frame_group(frame), []).append(i)
+            chosen = [g[max(0, len(g) - per_source) :] for g in groups.values()]
+        else:
+            chosen = []
+            for where in self._poll_groups.values():
+                count = bisect.bisect_left(where, end)
+                chosen.append(list(where[max(0, count - per_source) : count]))
+        return sorted(i for part in chosen for i in part)
+
+    def applied_at(self, position_s: float) -> int:
+        """How many frames a replay applies by `position_s`: those before the first frame
+        later than it (frames are applied in file order)."""
+        if self._list is not None:
+            for i, frame in enumerate(self._list):
+                if frame.t > position_s + 1e-9:
+                    return i
+            return len(self._list)
+        return bisect.bisect_right(self._reach, position_s + 1e-9)
+
+    # -- changing (in memory) ------------------------------------------------------------
+
+    def _mutable(self) -> list[Frame]:
+        if self._list is None:
+            loaded = list(self)
+            self.close()
+            self._list = loaded
+        return self._list
+
+    @overload
+    def __setitem__(self, index: int, value: Frame) -> None: ...
+    @overload
+    def __setitem__(self, index: slice, value: Iterable[Frame]) -> None: ...
+    def __setitem__(self, index: int | slice, value: Frame | Iterable[Frame]) -> None:
+        items = self._mutable()
+        if isinstance(index, slice):
+            assert not isinstance(value, Frame)
+            items[index] = list(value)
+        else:
+            assert isinstance(value, Frame)
+            items[index] = value
+
+    def __delitem__(self, index: int | slice) -> None:
+        del self._mutable()[index]
+
+    def insert(self, index: int, value: Frame) -> None:
+        self._mutable().insert(index, value)
+
+    def sort(self, *, key: Callable[[Frame], Any]) -> None:
+        self._mutable().sort(key=key)
+
+
+def _frames(value: Iterable[Frame]) -> Frames:
+    return value if isinstance(value, Frames) else Frames(value)
+
+
 @dataclass
 class Recording:
     path: Path | None
     header: dict[str, Any]
-    frames: list[Frame] = field(default_factory=list)
+    frames: Frames = field(default_factory=Frames)
     damage: str | None = None
     """Why reading stopped before the end of the file (truncated, corrupted), if it did."""
+
+    def __post_init__(self) -> None:
+        self.frames = _frames(self.frames)
+
+    def close(self) -> None:
+        """Delete a read recording's spool (its frames are gone afterwards)."""
+        self.frames.close()
 
     @property
     def t0(self) -> float:
@@ -179,7 +480,7 @@ class Recording:
 
     @property
     def duration_s(self) -> float:
-        return self.frames[-1].t if self.frames else 0.0
+        return self.frames.t_at(len(self.frames) - 1) if len(self.frames) else 0.0
 
     def poll_result(self, frame: Frame) -> PollResult:
         """A poll frame as the poller produced it (timestamps back on the monotonic clock)."""
@@ -335,9 +636,11 @@ a few kilobytes. Reading stops there, so a gzip bomb costs at most about this mu
 MAX_DECOMPRESSED_BYTES = 4 * 1024 * 1024 * 1024
 """A recording's JSON is about 6x its compressed size; the README's default folder limit
 (256 MB) holds well under this."""
-MAX_FRAMES = 1_000_000
-"""Frames kept from one recording: a day of 1 s polls is under 100 000; a file of millions of
-tiny frames (a bomb that the line and size caps let through) stops here, as damage."""
+MAX_FRAMES = 4_000_000
+"""Frames kept from one recording: an hour of 1 s polls is about 18 000 (one frame per source
+per poll), a 100 MB file one to two million. Only an index entry per frame stays in memory
+(about 41 bytes: ~160 MB at the cap); a file of more tiny frames (a bomb that the line and
+size caps let through) stops here, as damage."""
 READ_CHUNK = 1 << 14
 """Compressed bytes fed to the decompressor at a time (deflate expands at most ~1000x)."""
 
@@ -477,26 +780,48 @@ def read_recording(path: Path) -> Recording:
     problem = header_problem(head)
     if problem is not None:
         raise RecordingError(f"{path}: damaged recording header: {problem}")
-    recording = Recording(path, head)
+    try:
+        frames = Frames.spooled()
+    except OSError as exc:
+        raise RecordingError(
+            f"{path}: cannot open: no room for its index in {tempfile.gettempdir()} "
+            f"({exc.strerror or exc})",
+            hint="set TMPDIR to a writable folder with space",
+        ) from None
+    recording = Recording(path, head, frames)
+    t_last = 0.0
     try:
         for line, why in lines:
             if why is not None:
                 recording.damage = why
                 break
+            match = _FRAME_HEAD.match(line)
             try:
-                data = json.loads(line)
-                frame = Frame(float(data["t"]), str(data["k"]), data)
-                if not math.isfinite(frame.t):
-                    raise ValueError(frame.t)
+                if match is not None:
+                    t, kind = float(match[1]), match[2].decode()
+                    if not math.isfinite(t):
+                        raise ValueError(t)
+                else:
+                    frame = _parse_frame(line)
+                    t, kind = frame.t, frame.kind
+                    # Stored as the writer writes it, so that reading it back is one parse.
+                    line = json.dumps(frame.data, separators=(",", ":")).encode()
             except (ValueError, KeyError, TypeError, RecursionError):
-                recording.damage = f"unreadable frame after t={recording.duration_s:.1f} s"
+                recording.damage = f"unreadable frame after t={t_last:.1f} s"
                 break
-            recording.frames.append(frame)
-            if len(recording.frames) >= MAX_FRAMES:
+            problem = frames._add(line, t, kind)
+            if problem is not None:
+                recording.damage = problem
+                break
+            t_last = t
+            if len(frames) >= MAX_FRAMES:
                 recording.damage = f"more than {MAX_FRAMES:,} frames; replaying the first ones"
                 break
     except OSError as exc:
         recording.damage = f"read error ({exc.strerror or exc})"
+    problem = frames._done()
+    if problem is not None:
+        recording.damage = recording.damage or problem
     return recording
 
 

@@ -143,6 +143,8 @@ class ConsoleApp(App[None]):
 
     def tick(self) -> None:
         self.ticks += 1
+        if not self.screen_stack:
+            return  # the app is closing: its timer can fire once more after the last screen
         screen = self.screen
         if not isinstance(screen, ConsoleScreen):
             return

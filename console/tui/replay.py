@@ -2,14 +2,18 @@
 
 Position 0 is the recording's first instant. Playing advances the position with the wall
 clock (times `speed`); frames up to the position are written to the store through the
-poller's own write path. Seeking back rebuilds the store from the start (stores only grow
-forward in time). Actions that would change the host are refused: this is the past.
+poller's own write path. Seeking back (or far ahead) rebuilds the store from a bounded number
+of frames found through the recording's index: the latest server and run lists before the
+position and the polls the store's history holds (stores only grow forward in time).
+Actions that would change the host are refused: this is the past.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -27,6 +31,9 @@ from console.tui.backend import ActionRefused, Progress, ReplayControls
 from console.tui.views import LIVE_STATES, ServerView
 
 PLAY_TICK_S = 0.25
+HISTORY_S = 1800.0
+"""History a replay's store keeps by default: the longest chart window the dashboard offers
+(screens/dashboard.py WINDOWS_S). A seek rebuilds this much, so it bounds a seek's cost."""
 REFUSED = "this is a replay of a recording: nothing on the host can be changed from here"
 
 
@@ -116,6 +123,7 @@ class ReplayBackend(ReadOnlyActions):
         position_s: float | None = None,
         playing: bool = True,
         speed: float = 1.0,
+        history_s: float = HISTORY_S,
     ) -> None:
         self.recording = recording
         self.demo = bool(recording.header.get("demo"))
@@ -123,7 +131,9 @@ class ReplayBackend(ReadOnlyActions):
         self.catalog = catalog or ProfileCatalog()
         self.runs_root = runs_root
         self.campaigns: list[Path] = []
-        self.store = TimeSeriesStore()
+        interval = recording.header.get("interval_s")
+        interval = interval if isinstance(interval, int | float) and interval > 0 else 1.0
+        self.store = TimeSeriesStore(max(2, math.ceil(history_s / interval) + 1))
         self.replay: ReplayControls | None = self
         self.playing = playing
         self.speed = speed
@@ -155,44 +165,90 @@ class ReplayBackend(ReadOnlyActions):
         self._runs = []
         self._summaries = {}
 
+    def _apply(self, index: int) -> None:
+        frame = self.recording.frames[index]
+        if frame.kind == "poll":
+            try:
+                write_result(self.store, self.recording.poll_result(frame))
+            except (ValueError, KeyError, TypeError):
+                pass  # one bad frame is skipped, not the replay
+        elif frame.kind == "servers":
+            self._servers = list(frame.data.get("v") or [])
+            self._servers_t = frame.t
+        elif frame.kind == "runs":
+            self._runs = _run_rows(frame.data.get("v"))
+        elif frame.kind == "run_summary":
+            self._apply_summary(frame.data)
+
     def _apply_until(self, position_s: float) -> None:
         frames = self.recording.frames
-        while self._applied < len(frames) and frames[self._applied].t <= position_s + 1e-9:
-            frame = frames[self._applied]
+        while self._applied < len(frames) and frames.t_at(self._applied) <= position_s + 1e-9:
             self._applied += 1
-            if frame.kind == "poll":
-                try:
-                    write_result(self.store, self.recording.poll_result(frame))
-                except (ValueError, KeyError, TypeError):
-                    continue  # one bad frame is skipped, not the replay
-            elif frame.kind == "servers":
-                self._servers = list(frame.data.get("v") or [])
-                self._servers_t = frame.t
-            elif frame.kind == "runs":
-                self._runs = _run_rows(frame.data.get("v"))
-            elif frame.kind == "run_summary":
-                self._apply_summary(frame.data)
+            self._apply(self._applied - 1)
+        self.store.commit()
+
+    def _restore(self, end: int) -> None:
+        """The state after the first `end` frames, from a bounded number of them: the
+        latest frame of each kind whose latest wins (servers, runs), every run summary, and
+        of each source only the polls the store's history holds (its capacity)."""
+        frames = self.recording.frames
+        self._reset()
+        for kind in ("servers", "runs"):
+            where = frames.indices(kind)
+            last = bisect.bisect_left(where, end) - 1
+            if last >= 0:
+                self._apply(where[last])
+        summaries = frames.indices("run_summary")
+        for i in summaries[: bisect.bisect_left(summaries, end)]:
+            self._apply(i)
+        for i in frames.last_polls(end, self.store.capacity):
+            self._apply(i)
+        self._applied = end
         self.store.commit()
 
     def seek(self, position_s: float) -> None:
         position_s = max(0.0, min(self.duration_s, position_s))
-        if position_s < self.position_s or self._applied == 0:
-            self._reset()
+        frames = self.recording.frames
+        if frames.is_spooled:
+            # A recording read from a file (any size): forward by a few polls goes on from
+            # where the replay is; anything else rebuilds from the frames that matter.
+            end = frames.applied_at(position_s)
+            polls = frames.indices("poll")
+            ahead = bisect.bisect_left(polls, end) - bisect.bisect_left(polls, self._applied)
+            if position_s < self.position_s or self._applied == 0 or ahead > self.store.capacity:
+                self._restore(end)
+        elif position_s < self.position_s or self._applied == 0:
+            self._reset()  # built in memory (a run's telemetry): small, replayed whole
         self.position_s = position_s
         self._apply_until(position_s)
         self._version += 1
 
     def step(self, frames: int) -> None:
-        """Move to the next (or previous) instant the recording has a poll at."""
-        times = sorted({f.t for f in self.recording.frames if f.kind == "poll"})
-        if not times:
+        """Move to the next (or previous) instant the recording has a poll at (a walk over
+        the poll index from the position: a few frames, whatever the recording's size)."""
+        recorded = self.recording.frames
+        polls = recorded.indices("poll")
+        if not polls:
             return
+        found: list[float] = []
         if frames > 0:
-            later = [t for t in times if t > self.position_s + 1e-6]
-            target = later[min(len(later), frames) - 1] if later else times[-1]
+            limit = self.position_s + 1e-6
+            i = bisect.bisect_left(polls, recorded.applied_at(limit))
+            while i < len(polls) and len(found) < frames:
+                t = recorded.t_at(polls[i])
+                if t > limit and t not in found:
+                    found.append(t)
+                i += 1
+            target = found[-1] if found else recorded.t_at(polls[-1])
         else:
-            earlier = [t for t in times if t < self.position_s - 1e-6]
-            target = earlier[max(0, len(earlier) + frames)] if earlier else times[0]
+            limit = self.position_s - 1e-6
+            i = bisect.bisect_left(polls, recorded.applied_at(limit)) - 1
+            while i >= 0 and len(found) < -frames:
+                t = recorded.t_at(polls[i])
+                if t < limit and t not in found:
+                    found.append(t)
+                i -= 1
+            target = found[-1] if found else recorded.t_at(polls[0])
         self.playing = False
         self.seek(target)
 
