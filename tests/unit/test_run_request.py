@@ -63,7 +63,7 @@ def test_a_damaged_stored_request_is_a_console_error() -> None:
         request_from_json({"kind": "bench", "server_id": "a", "bogus": 1})
     with pytest.raises(ConsoleError, match="unknown kind"):
         request_from_json({"kind": "other"})
-    with pytest.raises(ConsoleError, match="run.json spec: name"):
+    with pytest.raises(ConsoleError, match=r"run\.json spec: name"):
         request_from_json({"kind": "campaign", "spec": {"name": ""}})
 
 
