@@ -92,7 +92,7 @@ def test_the_dashboard_line_shows_both_sources_labelled() -> None:
     store.commit()
     view = ServerView(
         id="qwen", profile="qwen3.6-27b", layout="tp1", variant="off", state="ready",
-        port=30000, gpus=(0,),
+        port=None, gpus=(0,),
     )  # fmt: skip
     client = Progress(
         cell="c1",
