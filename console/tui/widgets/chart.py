@@ -7,6 +7,7 @@ its cost grows with the points it draws). The built plot is kept as strips until
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from textual.strip import Strip
@@ -16,6 +17,10 @@ from console.telemetry.store import TimeSeriesStore
 from console.tui.widgets.ansi import AnsiStrips
 
 COLORS = ("cyan", "magenta", "green", "orange", "blue", "red")
+STEPS = (1.0, 2.0, 5.0, 10.0)
+"""Tick steps are one of these times a power of ten (1-2-5), as on a ruler."""
+UNIT_ON_TICKS = ("ms", "%", "s")
+"""Units short enough to print on every tick; longer ones stay in the chart's title."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,36 @@ def thin(xs: list[float], ys: list[float], buckets: int) -> tuple[list[float], l
     step = len(xs) / buckets
     picks = sorted({min(len(xs) - 1, int((i + 1) * step) - 1) for i in range(buckets)})
     return [xs[i] for i in picks], [ys[i] for i in picks]
+
+
+def nice_step(span: float, count: int, *, whole: bool = False) -> float:
+    """The 1-2-5 step that cuts `span` into at most `count` intervals (1 or more when the
+    values are counts)."""
+    raw = span / max(1, count) if span > 0 else 1.0
+    magnitude = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in STEPS if m * magnitude >= raw * (1 - 1e-9))
+    return max(step, 1.0) if whole else step
+
+
+def y_ticks(top: float, *, floor: float = 0.0, count: int = 4, whole: bool = False) -> list[float]:
+    """Round tick values from `floor` to the first step at or above `top`."""
+    step = nice_step(top - floor, count, whole=whole)
+    first = math.floor(floor / step) * step
+    intervals = max(1, math.ceil((top - first) / step - 1e-9))
+    return [round(first + i * step, 10) for i in range(intervals + 1)]
+
+
+def tick_label(value: float, step: float, unit: str) -> str:
+    """`150`, `1.5k`, `0.25`, `50ms`, `100%`: as many decimals as the step needs."""
+    if abs(value) >= 1000 and unit not in UNIT_ON_TICKS:
+        text = f"{value / 1000:.{_decimals(step / 1000)}f}k"
+    else:
+        text = f"{value:.{_decimals(step)}f}"
+    return text + unit if unit in UNIT_ON_TICKS else text
+
+
+def _decimals(step: float) -> int:
+    return 0 if step >= 1 else min(6, math.ceil(-math.log10(step) - 1e-9))
 
 
 class TimeChart(PlotextPlot):
@@ -137,7 +172,12 @@ class TimeChart(PlotextPlot):
             plt.yticks([])
             plt.text(empty_note or "no data", x=-window_s / 2, y=0.5, alignment="center")
         elif y_floor is not None:
-            plt.ylim(y_floor, top * 1.1 if top > y_floor else y_floor + 1)
+            rows = max(2, self.size.height - 4)
+            whole = not self.unit  # a count (requests): no fractional ticks
+            ticks = y_ticks(max(top, y_floor), floor=y_floor, count=min(5, rows // 2), whole=whole)
+            step = ticks[1] - ticks[0]
+            plt.ylim(ticks[0], ticks[-1])
+            plt.yticks(ticks, [tick_label(t, step, self.unit) for t in ticks])
         if self.size.height >= 10:
             plt.xlabel("seconds ago")
         self.draws += 1
