@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from console.tui.widgets.chart import nice_step, tick_label, y_ticks
@@ -56,7 +58,7 @@ async def test_the_dashboards_charts_label_round_ticks() -> None:
     from tests.tui import scene
     from tests.tui.conftest import settle
 
-    app = ConsoleApp(scene.backend(), mode="dashboard")
+    app = ConsoleApp(scene.backend(), mode="dashboard")  # type: ignore[arg-type]
     async with app.run_test(size=(160, 50)) as pilot:
         await settle(pilot)
         for chart_id, unit in (("tok", ""), ("ttft", "ms"), ("queue", "")):
@@ -64,7 +66,7 @@ async def test_the_dashboards_charts_label_round_ticks() -> None:
             labels = re.findall(r"^\s*([0-9.]+k?)" + unit + r"┤", chart.plain, re.MULTILINE)
             assert len(labels) >= 2, chart.plain
             values = [float(v.rstrip("k")) * (1000 if v.endswith("k") else 1) for v in labels]
-            steps = {round(a - b, 6) for a, b in zip(values, values[1:], strict=False)}
+            steps = {round(a - b, 6) for a, b in itertools.pairwise(values)}
             assert len(steps) == 1, labels
             step = steps.pop()
             assert step / 10 ** int(f"{step:e}".split("e")[1]) in (1.0, 2.0, 5.0), labels
