@@ -12,7 +12,6 @@ import asyncio
 import os
 import socket
 import time
-from bisect import insort
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Protocol
@@ -32,6 +31,7 @@ from console.bench.levels import (
     until_stopped,
 )
 from console.bench.listing import Progress
+from console.bench.live_progress import LevelTracker
 from console.bench.recorder import TelemetryRecorder
 from console.bench.results import (
     CellMeta,
@@ -42,7 +42,6 @@ from console.bench.results import (
 )
 from console.bench.rundir import RunDir, RunWriteError
 from console.bench.runmeta import Attempt
-from console.bench.stats import percentile
 from console.bench.summary import write_summaries
 from console.bench.tables import fmt
 from console.bench.workload import Workload
@@ -188,7 +187,9 @@ class CampaignRunner:
         control: ServerControl | None,
         gpu_backend: GpuBackend | None,
         on_event: Event,
+        on_progress: Callable[[Progress], None] | None = None,
         telemetry_interval_s: float = 1.0,
+        progress_interval_s: float = 1.0,
     ) -> None:
         self.run = run
         self.cells = cells
@@ -196,7 +197,10 @@ class CampaignRunner:
         self.control = control
         self.gpu_backend = gpu_backend
         self.on_event = on_event
+        self.on_progress = on_progress
+        """Called with each progress written (about once a second in a level)."""
         self.telemetry_interval_s = telemetry_interval_s
+        self.progress_interval_s = progress_interval_s
         self.stop = asyncio.Event()
         self.attempt = 1
         self._progress = Progress(cell=None, level=None, done=0, planned=0)
@@ -237,10 +241,17 @@ class CampaignRunner:
     def _write_progress(self) -> None:
         import json
 
-        self.run.write_text(
-            "progress.json",
-            json.dumps(replace(self._progress, updated_wall=time.time()).to_json()),
-        )
+        self._progress = replace(self._progress, updated_wall=time.time())
+        self.run.write_text("progress.json", json.dumps(self._progress.to_json()))
+        if self.on_progress is not None:
+            self.on_progress(self._progress)
+
+    async def _tick_progress(self, tracker: LevelTracker) -> None:
+        """Write the running level's progress every `progress_interval_s` until cancelled."""
+        while True:
+            await asyncio.sleep(self.progress_interval_s)
+            self._progress = tracker.progress()
+            self._write_progress()
 
     # -- running -------------------------------------------------------------------------
 
@@ -395,17 +406,17 @@ class CampaignRunner:
         server: str,
     ) -> LevelOutcome | None:
         planned = level.requests or 0
-        self._progress = Progress(
-            cell=cell.cell_id, level=level.index, done=0, planned=planned, server=server
+        tracker = LevelTracker(
+            Progress(cell=cell.cell_id, level=level.index, done=0, planned=planned, server=server),
+            level,
+            levels=len(self.options.levels),
+            time_scale=target.time_scale,
         )
+        self._progress = tracker.progress()
         self._write_progress()
         self.on_event(f"{cell.cell_id}: level {level.index} ({level.label})")
-        last_progress = time.monotonic()
-        ttfts: list[float] = []
-        itls: list[float] = []
 
         def on_result(index: int, result: RequestResult) -> None:
-            nonlocal last_progress
             self.run.append(
                 "requests.jsonl",
                 {
@@ -417,32 +428,24 @@ class CampaignRunner:
                 },
                 finite=False,
             )
-            if result.error is None:
-                if result.ttft_s is not None:
-                    insort(ttfts, result.ttft_s)
-                if result.itl_s is not None:
-                    insort(itls, result.itl_s)
-            self._progress = replace(self._progress, done=self._progress.done + 1)
-            if time.monotonic() - last_progress > 1.0:
-                last_progress = time.monotonic()
-                self._progress = replace(
-                    self._progress,
-                    ttft_p50_s=percentile(ttfts, 50),
-                    ttft_p99_s=percentile(ttfts, 99),
-                    itl_p50_s=percentile(itls, 50),
-                    itl_p99_s=percentile(itls, 99),
-                )
-                self._write_progress()
+            tracker.add(result)
 
-        outcome = await run_level(
-            client,
-            target,
-            self.options.endpoint,
-            self.options.workload,
-            level,
-            on_result=on_result,
-            stop=self.stop,
-        )
+        ticker = asyncio.create_task(self._tick_progress(tracker))
+        try:
+            outcome = await run_level(
+                client,
+                target,
+                self.options.endpoint,
+                self.options.workload,
+                level,
+                on_result=on_result,
+                stop=self.stop,
+            )
+        finally:
+            ticker.cancel()
+            await asyncio.gather(ticker, return_exceptions=True)
+        self._progress = tracker.progress()
+        self._write_progress()
         errors = [r for r in outcome.results if r.error]
         failure = None
         if errors and cell.fixed is None and self.control is not None:

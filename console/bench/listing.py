@@ -17,6 +17,80 @@ from console.bench.rundir import RunDir
 from console.core.errors import ConsoleError
 
 
+def _number(data: dict[str, object], name: str) -> float | None:
+    value = data.get(name)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def _count(data: dict[str, object], name: str) -> int | None:
+    value = data.get(name)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LevelProgress:
+    """The level a live run is in, as its runner last wrote it (about once a second):
+    level `index` (0-based) of `of` in the cell, requests `completed` (errors included) of
+    `total` (None for a timed level), `errors`, the output tok/s so far (server clock, as
+    the level's summary counts it), seconds since the level's first request and the
+    estimated seconds left (real time; None until it can be estimated)."""
+
+    index: int
+    of: int
+    concurrency: int | None
+    rate: float | None
+    completed: int
+    total: int | None
+    errors: int
+    output_tok_s: float | None
+    elapsed_s: float
+    eta_s: float | None
+
+    @property
+    def label(self) -> str:
+        """`concurrency 4` or `rate 2/s`, as the level's own lines say it."""
+        if self.rate is not None:
+            return f"rate {self.rate:g}/s"
+        return f"concurrency {self.concurrency if self.concurrency is not None else 1}"
+
+    def to_json(self) -> dict[str, int | float | None]:
+        return {
+            "index": self.index,
+            "of": self.of,
+            "concurrency": self.concurrency,
+            "rate": self.rate,
+            "completed": self.completed,
+            "total": self.total,
+            "errors": self.errors,
+            "output_tok_s": self.output_tok_s,
+            "elapsed_s": self.elapsed_s,
+            "eta_s": self.eta_s,
+        }
+
+    @classmethod
+    def from_json(cls, data: object) -> LevelProgress | None:
+        """None for anything that is not a level's progress (an older runner wrote none)."""
+        if not isinstance(data, dict):
+            return None
+        index, of = _count(data, "index"), _count(data, "of")
+        if index is None or of is None:
+            return None
+        return cls(
+            index=index,
+            of=of,
+            concurrency=_count(data, "concurrency"),
+            rate=_number(data, "rate"),
+            completed=_count(data, "completed") or 0,
+            total=_count(data, "total"),
+            errors=_count(data, "errors") or 0,
+            output_tok_s=_number(data, "output_tok_s"),
+            elapsed_s=_number(data, "elapsed_s") or 0.0,
+            eta_s=_number(data, "eta_s"),
+        )
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Progress:
     """Where a live campaign is: its cell, its level, requests done of those planned, and
@@ -35,8 +109,10 @@ class Progress:
     ttft_p99_s: float | None = None
     itl_p50_s: float | None = None
     itl_p99_s: float | None = None
+    live: LevelProgress | None = None
+    """The level's running figures (`level_progress` in the file)."""
 
-    def to_json(self) -> dict[str, str | int | float | None]:
+    def to_json(self) -> dict[str, object]:
         return {
             "cell": self.cell,
             "level": self.level,
@@ -48,6 +124,7 @@ class Progress:
             "ttft_p99_s": self.ttft_p99_s,
             "itl_p50_s": self.itl_p50_s,
             "itl_p99_s": self.itl_p99_s,
+            "level_progress": None if self.live is None else self.live.to_json(),
         }
 
     @classmethod
@@ -74,6 +151,7 @@ class Progress:
             ttft_p99_s=number("ttft_p99_s"),
             itl_p50_s=number("itl_p50_s"),
             itl_p99_s=number("itl_p99_s"),
+            live=LevelProgress.from_json(data.get("level_progress")),
         )
 
 
@@ -90,6 +168,11 @@ class RunRow:
     progress: Progress | None
     """The running level of a live campaign."""
     error: str | None = None
+
+    @property
+    def level(self) -> LevelProgress | None:
+        """The running level's progress (completed/total, errors, tok/s, ETA), or None."""
+        return None if self.progress is None else self.progress.live
 
     def to_json(self) -> JsonDict:
         return {

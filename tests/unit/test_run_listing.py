@@ -54,4 +54,5 @@ def test_a_running_runs_progress_says_when_it_was_updated(tmp_path: Path):
         "ttft_p99_s": None,
         "itl_p50_s": None,
         "itl_p99_s": None,
+        "level_progress": None,
     }
