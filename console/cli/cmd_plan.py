@@ -14,7 +14,9 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="resolve profile x layout x variant into argv, env, NUMA binding and warnings",
     )
-    parser.add_argument("profile", metavar="PROFILE")
+    parser.add_argument(
+        "profile", metavar="PROFILE", help="a profile name (see `ddconsole profiles list`)"
+    )
     parser.add_argument(
         "--layout", "-l", metavar="L", help="layout name (default: the only one, if there is one)"
     )

@@ -24,7 +24,7 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
     p_list.set_defaults(handler=_list)
 
     p_show = sub.add_parser("show", parents=[common], help="one profile in full")
-    p_show.add_argument("name", metavar="NAME")
+    p_show.add_argument("name", metavar="NAME", help="a profile name")
     p_show.add_argument("--json", action="store_true", help="machine-readable output")
     p_show.set_defaults(handler=_show)
 

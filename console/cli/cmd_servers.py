@@ -18,15 +18,21 @@ if TYPE_CHECKING:
     from console.server.status import ServerStatus
 
 
+PROFILE_HELP = "a profile name (see `ddconsole profiles list`)"
+LAYOUT_HELP = "layout name (default: the only one, if there is one)"
+VARIANT_HELP = "speculative variant name (default: off)"
+GRACE_HELP = "seconds between SIGTERM and SIGKILL (default 30, SGLang drains)"
+
+
 def register(verbs: Any, common: argparse.ArgumentParser) -> None:
     up = verbs.add_parser("up", parents=[common], help="launch a server from a profile plan")
-    up.add_argument("profile", metavar="PROFILE")
-    up.add_argument("--layout", "-l", metavar="L")
-    up.add_argument("--variant", "-v", metavar="V")
+    up.add_argument("profile", metavar="PROFILE", help=PROFILE_HELP)
+    up.add_argument("--layout", "-l", metavar="L", help=LAYOUT_HELP)
+    up.add_argument("--variant", "-v", metavar="V", help=VARIANT_HELP)
     add_placement_flags(up)
     up.add_argument("--no-wait", action="store_true", help="return once the process runs")
     up.add_argument("--timeout", type=float, metavar="S", help="give up waiting after S s")
-    up.add_argument("--json", action="store_true")
+    up.add_argument("--json", action="store_true", help="the server's status as JSON")
     up.set_defaults(handler=_up)
 
     ps = verbs.add_parser(
@@ -34,11 +40,18 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="managed servers and their state, and SGLang servers ddconsole did not start",
     )
-    ps.add_argument("--json", action="store_true")
+    ps.add_argument(
+        "--all",
+        "-a",
+        action="store_true",
+        help="also the stopped servers folded away (ended longer ago than the "
+        "fold_stopped_after setting, default 1h)",
+    )
+    ps.add_argument("--json", action="store_true", help="one object per server")
     ps.set_defaults(handler=_ps)
 
     down = verbs.add_parser("down", parents=[common], help="stop servers (or forget ended ones)")
-    down.add_argument("ids", nargs="*", metavar="ID")
+    down.add_argument("ids", nargs="*", metavar="ID", help="server ids or unique prefixes")
     down.add_argument(
         "--all", action="store_true", help="every managed server (never an external one)"
     )
@@ -57,20 +70,22 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         metavar="S",
         help="seconds between SIGTERM and SIGKILL (default 30, SGLang drains)",
     )
-    down.add_argument("--json", action="store_true")
+    down.add_argument("--json", action="store_true", help="one result object per server")
     down.set_defaults(handler=_down)
 
     restart = verbs.add_parser("restart", parents=[common], help="stop and relaunch a server")
-    restart.add_argument("id", metavar="ID")
-    restart.add_argument("--grace", type=float, default=30.0, metavar="S")
-    restart.add_argument("--timeout", type=float, metavar="S")
-    restart.add_argument("--json", action="store_true")
+    restart.add_argument("id", metavar="ID", help="a server id or a unique prefix")
+    restart.add_argument("--grace", type=float, default=30.0, metavar="S", help=GRACE_HELP)
+    restart.add_argument("--timeout", type=float, metavar="S", help="give up waiting after S s")
+    restart.add_argument("--json", action="store_true", help="the server's status as JSON")
     restart.set_defaults(handler=_restart)
 
     logs = verbs.add_parser("logs", parents=[common], help="a server's log")
-    logs.add_argument("id", metavar="ID")
+    logs.add_argument("id", metavar="ID", help="a server id or a unique prefix")
     logs.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
-    logs.add_argument("-n", "--lines", type=int, default=50, metavar="N")
+    logs.add_argument(
+        "-n", "--lines", type=int, default=50, metavar="N", help="last N lines (default 50)"
+    )
     logs.set_defaults(handler=_logs)
 
     switch = verbs.add_parser(
@@ -78,14 +93,14 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="stop the servers on the GPUs a plan needs, then launch it and wait for ready",
     )
-    switch.add_argument("profile", metavar="PROFILE")
-    switch.add_argument("--layout", "-l", metavar="L")
-    switch.add_argument("--variant", "-v", metavar="V")
+    switch.add_argument("profile", metavar="PROFILE", help=PROFILE_HELP)
+    switch.add_argument("--layout", "-l", metavar="L", help=LAYOUT_HELP)
+    switch.add_argument("--variant", "-v", metavar="V", help=VARIANT_HELP)
     add_placement_flags(switch)
     switch.add_argument("--yes", "-y", action="store_true", help="do not ask before stopping")
-    switch.add_argument("--grace", type=float, default=30.0, metavar="S")
-    switch.add_argument("--timeout", type=float, metavar="S")
-    switch.add_argument("--json", action="store_true")
+    switch.add_argument("--grace", type=float, default=30.0, metavar="S", help=GRACE_HELP)
+    switch.add_argument("--timeout", type=float, metavar="S", help="give up waiting after S s")
+    switch.add_argument("--json", action="store_true", help="the new server's status as JSON")
     switch.set_defaults(handler=_switch)
 
 
@@ -194,9 +209,15 @@ def _externals(services: Services, *, probe: bool = True) -> list[ExternalServer
 
 
 def _ps(args: argparse.Namespace) -> int:
+    from console.core.settings import load_settings
+    from console.server.tidy import split_folded
+
     services = _services(args)
     manager = services.manager()
     statuses, problems = manager.statuses()
+    folded: list[ServerStatus] = []
+    if not args.all:
+        statuses, folded = split_folded(statuses, load_settings().fold_stopped_after_s)
     externals = _externals(services)
     if args.json:
         print_json(
@@ -208,7 +229,7 @@ def _ps(args: argparse.Namespace) -> int:
         return 0
     from console.core.units import format_duration, format_index_set
 
-    if not statuses and not problems:
+    if not statuses and not problems and not folded:
         print("no managed servers" + (" (demo)" if services.demo else ""))
     rows = []
     for status in statuses:
@@ -248,6 +269,12 @@ def _ps(args: argparse.Namespace) -> int:
         )
     for problem in problems:
         print(f"! {problem}")
+    if folded:
+        demo = " --demo" if services.demo else ""
+        print(
+            f"{len(folded)} stopped server{'s' if len(folded) != 1 else ''} hidden; "
+            f"`ddconsole ps --all{demo}` shows them, `ddconsole prune{demo}` removes them"
+        )
     if externals:
         print()
         print("external (SGLang servers ddconsole did not start; never stopped by `down --all`):")

@@ -21,7 +21,12 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         # option-like argument: "unrecognized arguments: --model-path").
         prefix_chars="\x00",
     )
-    parser.add_argument("sim_args", nargs=argparse.REMAINDER)
+    parser.add_argument(
+        "sim_args",
+        nargs=argparse.REMAINDER,
+        metavar="ARGS",
+        help="SGLang's launch arguments and the simulator's --sim-* flags",
+    )
     parser.set_defaults(handler=_run)
 
 

@@ -3,21 +3,94 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
+import difflib
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from console import __version__
 from console.cli import argtypes
+from console.cli.helptext import fill_missing_help
 
 _FLOAT_POLICY = {"grace": argtypes.grace_s, "timeout": argtypes.timeout_s}
 """Plain `type=float` flags by destination: the shared policy replaces them (`down --grace`,
 `up --timeout`); any other plain float flag still refuses NaN and infinities."""
 
 
+def closest(word: str, candidates: Sequence[str]) -> str | None:
+    """The candidate a typo most likely meant (difflib's ratio, at least 0.6), or None."""
+    found = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+HABITS = {
+    "status": "ps",
+    "list": "ps",
+    "start": "up",
+    "launch": "up",
+    "serve": "up",
+    "stop": "down",
+    "kill": "down",
+    "log": "logs",
+    "top": "metrics",
+    "watch": "metrics",
+    "benchmark": "bench",
+}
+"""Verbs other tools use for what a ddconsole verb does (`status` is `ps` here): a typo of
+one of them is pointed at ddconsole's verb."""
+
+
+def _did_you_mean(
+    word: str, candidates: Sequence[str], habits: dict[str, str] | None = None
+) -> str:
+    habits = habits or {}
+    guess = closest(word, [*candidates, *habits])
+    if guess in habits:
+        guess = habits[guess]
+    return f"; did you mean {guess!r}?" if guess else ""
+
+
 class ConsoleArgumentParser(argparse.ArgumentParser):
     """An argparse parser whose type conversions never escape as tracebacks: whatever a
     `type=` function raises (MemoryError, OverflowError, ...) becomes the usual one-line usage
-    error naming the flag, exit status 2."""
+    error naming the flag, exit status 2. A mistyped verb, choice or flag is answered by the
+    parser it was meant for, with the closest valid spelling."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        # A verb's parser is run through parse_known_args: leftovers would reach the
+        # top-level parser, which reports them with its own usage and no suggestion.
+        if extras:
+            self._unrecognized(extras)
+        return parsed, extras
+
+    def _unrecognized(self, extras: list[str]) -> None:
+        options = [o for o in self._option_string_actions if o.startswith("--")]
+        for token in extras:
+            if token.startswith("-") and token != "-":
+                flag = token.split("=", 1)[0]
+                self.error(f"unrecognized option {flag!r}{_did_you_mean(flag, options)}")
+        self.error(f"unrecognized arguments: {' '.join(extras)}")
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        if action.choices is None or value in action.choices:
+            return
+        if isinstance(action, argparse._SubParsersAction):
+            shown = [choice.dest for choice in action._choices_actions]
+            top = self.prog == "ddconsole"
+            habits = {k: v for k, v in HABITS.items() if v in shown} if top else None
+            raise argparse.ArgumentError(
+                None,
+                f"unknown command {value!r}{_did_you_mean(str(value), shown, habits)} "
+                f"(choose from {', '.join(shown)})",
+            )
+        names = [str(choice) for choice in action.choices]
+        raise argparse.ArgumentError(
+            action,
+            f"invalid choice: {value!r}{_did_you_mean(str(value), names)} "
+            f"(choose from {', '.join(names)})",
+        )
 
     def _get_value(self, action: argparse.Action, arg_string: str) -> Any:
         try:
@@ -60,10 +133,12 @@ def build_parser() -> argparse.ArgumentParser:
     from console.cli import (
         cmd_bench,
         cmd_campaign,
+        cmd_completion,
         cmd_diagnose,
         cmd_metrics,
         cmd_plan,
         cmd_profiles,
+        cmd_prune,
         cmd_runs,
         cmd_servers,
         cmd_sim,
@@ -86,6 +161,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="use the built-in simulator and a simulated 8-GPU host (no GPU needed)",
     )
     parser.add_argument(
+        "--read-only",
+        action="store_true",
+        help="show everything, refuse every action (for shared hosts; also `read_only = "
+        "true` in $XDG_CONFIG_HOME/ddconsole/config.toml)",
+    )
+    parser.add_argument(
         "--no-record",
         action="store_true",
         help="the console does not keep a flight recording of this session",
@@ -97,11 +178,18 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="MB",
         help="size limit of the recordings folder; the oldest go first (default 256)",
     )
+    parser.add_argument(
+        "--read-only",
+        action="store_true",
+        help="the console shows everything and refuses every action (a shared box); "
+        "read_only = true in config.toml does the same",
+    )
     common = common_parent()
     verbs = parser.add_subparsers(title="commands", metavar="COMMAND")
     cmd_profiles.register(verbs, common)
     cmd_plan.register(verbs, common)
     cmd_servers.register(verbs, common)
+    cmd_prune.register(verbs, common)
     cmd_diagnose.register(verbs, common)
     cmd_metrics.register(verbs, common)
     cmd_bench.register(verbs, common)
@@ -109,6 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
     cmd_runs.register(verbs, common)
     cmd_snapshot.register(verbs, common)
     cmd_sim.register(verbs, common)
+    cmd_completion.register(verbs, common)
     runner.register(verbs, common)
     _apply_numeric_policy(parser)
+    fill_missing_help(parser)
     return parser
