@@ -161,12 +161,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="use the built-in simulator and a simulated 8-GPU host (no GPU needed)",
     )
     parser.add_argument(
-        "--read-only",
-        action="store_true",
-        help="show everything, refuse every action (for shared hosts; also `read_only = "
-        "true` in $XDG_CONFIG_HOME/ddconsole/config.toml)",
-    )
-    parser.add_argument(
         "--no-record",
         action="store_true",
         help="the console does not keep a flight recording of this session",
