@@ -174,9 +174,10 @@ def _up(args: argparse.Namespace) -> int:
 
     services = _services(args)
     plan = make_plan(services, args.profile, args.layout, args.variant, args.port, args.gpus)
+    manager = services.manager()
+    plan = _port_for_up(args, services, manager, plan)
     _say(args, f"up {plan.profile} / {plan.layout} / {plan.variant}")
     print_security_warnings(plan)
-    manager = services.manager()
     record = actions.launch(manager, plan, on_event=lambda text: _say(args, text))
     if args.no_wait:
         return _outcome(args, manager.status(record.id, probe=False), waited=False)
@@ -184,6 +185,30 @@ def _up(args: argparse.Namespace) -> int:
         manager, record.id, timeout=args.timeout, on_event=lambda text: _say(args, text)
     )
     return _outcome(args, status)
+
+
+def _port_for_up(
+    args: argparse.Namespace, services: Services, manager: ServerManager, plan: Any
+) -> Any:
+    """The plan on the profile's port, or on the next free one when that is held (and
+    saying so); a held port given with --port is an error naming the flag."""
+    from console.cli.cmd_plan import make_plan
+    from console.core.errors import UsageError
+    from console.server import actions
+
+    held = actions.port_held(manager, plan)
+    if held is None:
+        return plan
+    if args.port is not None:
+        raise UsageError(
+            f"--port {args.port}: {held}",
+            hint="choose another port, or leave out --port and `up` picks the next free one",
+        )
+    port = actions.free_port_for(manager, plan)
+    if port is None:
+        raise UsageError(f"{held}, and so are the next ports", hint="choose one with --port")
+    _say(args, f"{held}; using port {port}")
+    return make_plan(services, args.profile, args.layout, args.variant, port, args.gpus)
 
 
 EXTERNAL_COLUMNS = [

@@ -14,11 +14,12 @@ from collections.abc import Callable, Mapping, Sequence
 
 from console.core.auth import bearer_from_env
 from console.core.errors import ConsoleError, UsageError
+from console.core.net import port_is_free
 from console.core.units import format_index_set
 from console.server.manager import DEFAULT_GRACE_S, ServerManager
 from console.server.records import ServerRecord
 from console.server.status import ServerState, ServerStatus
-from console.topology.placement import Plan
+from console.topology.placement import Plan, next_free_port
 
 Say = Callable[[str], None]
 
@@ -64,6 +65,28 @@ def in_the_way(
         if not status.state.terminal:
             found.insert(0, status)
     return found
+
+
+def port_held(manager: ServerManager, plan: Plan) -> str | None:
+    """Why the plan's port cannot be used now (promised to an active managed server, or
+    bound by anything on this host); None when it is free."""
+    statuses, _ = manager.statuses(probe=False, orphan_scan=False)
+    for status in statuses:
+        if not status.state.terminal and status.record.plan.port == plan.port:
+            return (
+                f"port {plan.port} is promised to managed server {status.id} ({status.state.value})"
+            )
+    if not port_is_free(plan.port, plan.host):
+        return f"port {plan.port} is in use"
+    return None
+
+
+def free_port_for(manager: ServerManager, plan: Plan) -> int | None:
+    """The first port after the plan's own that no active managed server is promised and
+    nothing on this host holds; None when the next PORT_TRIES are all taken."""
+    statuses, _ = manager.statuses(probe=False, orphan_scan=False)
+    promised = {s.record.plan.port for s in statuses if not s.state.terminal}
+    return next_free_port(plan.port + 1, plan.host, taken=promised)
 
 
 def launch(

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -209,6 +209,27 @@ class Plan:
                 PlanWarning(str(w["code"]), str(w["message"])) for w in data.get("warnings", [])
             ),
         )
+
+
+PORT_TRIES = 100
+"""How many ports after a held one `next_free_port` tries."""
+
+
+def next_free_port(
+    start: int,
+    host: str,
+    *,
+    taken: Collection[int] = (),
+    port_checker: Callable[[int, str], bool] = port_is_free,
+    tries: int = PORT_TRIES,
+) -> int | None:
+    """The first port from `start` on that is not in `taken` (promised to a server that may
+    not have bound it yet) and that `port_checker` finds free; None after `tries` ports or at
+    65535."""
+    for port in range(start, min(start + tries, 65536)):
+        if port not in taken and port_checker(port, host):
+            return port
+    return None
 
 
 def resolve(
