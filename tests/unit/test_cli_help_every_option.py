@@ -25,5 +25,6 @@ def test_every_option_of_every_verb_has_help_text():
 
 def test_hidden_verbs_are_not_offered():
     names = {" ".join(path) for path, _ in visible_parsers(build_parser())}
-    assert "run-request" not in names and "__complete" not in names
+    assert "run-request" not in names
+    assert "__complete" not in names
     assert {"up", "prune", "completion", "runs show"} <= names

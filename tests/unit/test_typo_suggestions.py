@@ -43,7 +43,8 @@ def test_typos_get_the_closest_spelling_from_their_own_parser(cli, argv, usage, 
 def test_hidden_verbs_are_not_listed_in_the_choices(cli):
     result = cli("nosuchverb")
     assert result.code == 2
-    assert "run-request" not in result.err and "__complete" not in result.err
+    assert "run-request" not in result.err
+    assert "__complete" not in result.err
     assert "prune" in result.err
 
 
