@@ -186,17 +186,25 @@ def child(path: str) -> None:
         backend = ReplayBackend(recording, runs_root=Path(runs), position_s=0.0, playing=False)
         first = time.perf_counter() - started
         assert backend.store.latest_all(), "no frame applied at the first screen"
-        seeks = {}
-        for name, target in (
+        seeks: dict[str, float] = {}
+        targets = (
             ("end", recording.duration_s),
             ("middle", recording.duration_s / 2),
             ("start", 0.0),
             ("end again", recording.duration_s),
             ("10 s back from the end", recording.duration_s - 10.0),
-        ):
+        )
+        for name, target in targets:
             before = time.perf_counter()
             backend.seek(target)
-            seeks[name] = time.perf_counter() - before
+            seeks[f"{name} (300 s chart window)"] = time.perf_counter() - before
+        before = time.perf_counter()
+        backend.keep_history(1800.0)
+        seeks["widening the chart window to 1800 s"] = time.perf_counter() - before
+        for name, target in targets:
+            before = time.perf_counter()
+            backend.seek(target)
+            seeks[f"{name} (1800 s chart window)"] = time.perf_counter() - before
         points = len(backend.store.window(backend.store.keys("gpu")[0]).times)
     rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(
@@ -256,7 +264,9 @@ def main() -> None:
         and worst_seek <= BUDGET_SEEK_S
     )
     rows = "".join(
-        f"| seek to {name} | {s:.2f} s | {BUDGET_SEEK_S} s |\n" for name, s in seeks.items()
+        f"| {name if name.startswith('widening') else 'seek to ' + name} | {s:.2f} s "
+        f"| {BUDGET_SEEK_S} s |\n"
+        for name, s in seeks.items()
     )
     body = (
         "`python bench/recording_replay.py`: a real-format recording written by\n"
@@ -270,9 +280,11 @@ def main() -> None:
         + rows
         + f"| peak RSS of the replaying process | {got['rss_mib']:.0f} MiB "
         f"| {BUDGET_RSS_MIB:.0f} MiB |\n\n"
-        "A seek rebuilds the store from each source's last polls before the position (the\n"
-        "replay keeps 1800 s of history, the longest chart window) and the latest server/run\n"
-        "lists, found through an index of frame offsets: no replay from the start. "
+        "A seek rebuilds the store from each source's last polls before the position (as much\n"
+        "history as the dashboard's chart window shows: 300 s by default, up to 1800 s) and\n"
+        "the latest server/run lists, found through an index of frame offsets: no replay\n"
+        "from the start. In the app the rebuild runs on a worker thread (the event loop\n"
+        "keeps drawing; seeks made meanwhile coalesce); here it is timed in place. "
         + ("**Every budget held.**" if held else "**A budget was exceeded.**")
         + "\n"
     )

@@ -234,6 +234,7 @@ class Frames(MutableSequence[Frame]):
         self._poll_groups: dict[bytes, array[int]] = {}
         """The positions of each source's poll frames."""
         self._cache: OrderedDict[int, Frame] = OrderedDict()
+        self._lock = threading.Lock()
 
     # -- building a spooled sequence (read_recording) -------------------------------------
 
@@ -329,6 +330,10 @@ class Frames(MutableSequence[Frame]):
         return len(self._list) if self._list is not None else len(self._times)
 
     def _load(self, index: int) -> Frame:
+        with self._lock:  # a replay's seek reads on a worker thread while playback reads
+            return self._load_locked(index)
+
+    def _load_locked(self, index: int) -> Frame:
         frame = self._cache.get(index)
         if frame is not None:
             self._cache.move_to_end(index)
@@ -458,6 +463,8 @@ class Recording:
     header: dict[str, Any]
     frames: Frames = field(default_factory=Frames)
     damage: str | None = None
+    _field_names: dict[str, list[str]] | None = field(default=None, init=False, repr=False)
+    """The header's field lists, read once (a replay decodes thousands of frames a seek)."""
     """Why reading stopped before the end of the file (truncated, corrupted), if it did."""
 
     def __post_init__(self) -> None:
@@ -484,7 +491,9 @@ class Recording:
 
     def poll_result(self, frame: Frame) -> PollResult:
         """A poll frame as the poller produced it (timestamps back on the monotonic clock)."""
-        names = {kind: list(v) for kind, v in self.header["fields"].items()}
+        names = self._field_names
+        if names is None:
+            names = self._field_names = {k: list(v) for k, v in self.header["fields"].items()}
         samples = [
             decode_sample(kind, values, names[kind], self.t0) for kind, values in frame.data["s"]
         ]

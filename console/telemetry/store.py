@@ -46,10 +46,12 @@ class Ring:
         return self._size
 
     def append(self, t: float, value: float) -> None:
-        self.times[self._head] = t
-        self.values[self._head] = value
-        self._head = (self._head + 1) % self.capacity
-        self._size = min(self._size + 1, self.capacity)
+        head, capacity = self._head, len(self.times)
+        self.times[head] = t
+        self.values[head] = value
+        self._head = head + 1 if head + 1 < capacity else 0
+        if self._size < capacity:
+            self._size += 1
 
     def ordered(self) -> tuple[list[float], list[float]]:
         if self._size < self.capacity:

@@ -39,6 +39,9 @@ class ReplayControls(Protocol):
 
     def step(self, frames: int) -> None: ...
 
+    def keep_history(self, history_s: float) -> None:
+        """A chart window of `history_s` is shown: keep that much history."""
+
 
 class Backend(Protocol):
     demo: bool

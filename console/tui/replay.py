@@ -15,12 +15,13 @@ import bisect
 import contextlib
 import math
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from console.bench.listing import RunRow
 from console.bench.request import BenchRequest, CampaignRequest
-from console.bench.results import JsonDict, RunSummary
+from console.bench.results import RunSummary
 from console.profiles.loader import ProfileCatalog
 from console.telemetry.poller import write_result
 from console.telemetry.recording import Recording
@@ -31,9 +32,13 @@ from console.tui.backend import ActionRefused, Progress, ReplayControls
 from console.tui.views import LIVE_STATES, ServerView
 
 PLAY_TICK_S = 0.25
-HISTORY_S = 1800.0
-"""History a replay's store keeps by default: the longest chart window the dashboard offers
-(screens/dashboard.py WINDOWS_S). A seek rebuilds this much, so it bounds a seek's cost."""
+HISTORY_S = 300.0
+"""History a replay's store keeps at first: the dashboard's default chart window
+(screens/dashboard.py). A seek rebuilds this much, so it bounds a seek's cost; a wider chart
+window asks for more (`keep_history`)."""
+INLINE_POLLS = 256
+"""A forward move over at most this many poll frames is applied in place (a few tens of
+ms); a longer one, or any move back, rebuilds the state."""
 REFUSED = "this is a replay of a recording: nothing on the host can be changed from here"
 
 
@@ -111,6 +116,70 @@ class ReadOnlyActions:
         raise ActionRefused(REFUSED)
 
 
+@dataclass
+class _State:
+    """What a replay shows at one position: the store and the latest recorded lists, and
+    how many frames (in file order) made them."""
+
+    store: TimeSeriesStore
+    servers: list[dict[str, Any]] = field(default_factory=list)  # recorded status JSON
+    servers_t: float = 0.0
+    runs: list[RunRow] = field(default_factory=list)
+    summaries: dict[str, RunSummary] = field(default_factory=dict)
+    applied: int = 0
+    position_s: float = 0.0
+
+    def apply(self, recording: Recording, index: int) -> None:
+        frame = recording.frames[index]
+        if frame.kind == "poll":
+            try:
+                write_result(self.store, recording.poll_result(frame))
+            except (ValueError, KeyError, TypeError):
+                pass  # one bad frame is skipped, not the replay
+        elif frame.kind == "servers":
+            self.servers = list(frame.data.get("v") or [])
+            self.servers_t = frame.t
+        elif frame.kind == "runs":
+            self.runs = _run_rows(frame.data.get("v"))
+        elif frame.kind == "run_summary":
+            try:
+                summary = RunSummary.from_json(frame.data.get("v"))
+            except ValueError:
+                return  # a summary of another schema shows as none, the replay goes on
+            self.summaries[str(frame.data.get("id") or summary.run_id)] = summary
+
+    def apply_until(self, recording: Recording, position_s: float) -> None:
+        frames = recording.frames
+        while self.applied < len(frames) and frames.t_at(self.applied) <= position_s + 1e-9:
+            self.applied += 1
+            self.apply(recording, self.applied - 1)
+        self.position_s = max(self.position_s, position_s)
+        self.store.commit()
+
+
+def restore(recording: Recording, position_s: float, capacity: int) -> _State:
+    """The state at `position_s` from a bounded number of frames: the latest frame of each
+    kind whose latest wins (servers, runs), every run summary, and of each source only the
+    polls a store of `capacity` holds. Touches nothing shared but the frames (safe on a
+    worker thread)."""
+    frames = recording.frames
+    end = frames.applied_at(position_s)
+    state = _State(TimeSeriesStore(capacity))
+    for kind in ("servers", "runs"):
+        where = frames.indices(kind)
+        last = bisect.bisect_left(where, end) - 1
+        if last >= 0:
+            state.apply(recording, where[last])
+    summaries = frames.indices("run_summary")
+    for i in summaries[: bisect.bisect_left(summaries, end)]:
+        state.apply(recording, i)
+    for i in frames.last_polls(end, capacity):
+        state.apply(recording, i)
+    state.applied = end
+    state.apply_until(recording, position_s)
+    return state
+
+
 class ReplayBackend(ReadOnlyActions):
     read_only = True
 
@@ -133,12 +202,13 @@ class ReplayBackend(ReadOnlyActions):
         self.campaigns: list[Path] = []
         interval = recording.header.get("interval_s")
         interval = interval if isinstance(interval, int | float) and interval > 0 else 1.0
-        self.store = TimeSeriesStore(max(2, math.ceil(history_s / interval) + 1))
+        self._capacity = max(2, math.ceil(history_s / interval) + 1)
         self.replay: ReplayControls | None = self
         self.playing = playing
         self.speed = speed
         self.duration_s = recording.duration_s
         self.position_s = 0.0
+        """Where the replay is asked to be; what is shown catches up when a rebuild ends."""
         self.message = (
             None
             if recording.damage is None
@@ -147,81 +217,118 @@ class ReplayBackend(ReadOnlyActions):
                 f"{recording.duration_s:.0f} s"
             )
         )
-        self._applied = 0
-        self._servers: list[dict[str, Any]] = []  # recorded status JSON, not run data
-        self._servers_t = 0.0
-        self._runs: list[RunRow] = []
-        self._summaries: dict[str, RunSummary] = {}
+        self._state = _State(TimeSeriesStore(self._capacity))
+        self._rebuilding: asyncio.Future[_State] | None = None
         self._version = 0
         self._task: asyncio.Task[None] | None = None
-        self.seek(self.duration_s if position_s is None else position_s)
+        start = self.duration_s if position_s is None else position_s
+        self.position_s = max(0.0, min(self.duration_s, start))
+        self._settle(self.position_s, background=False)
+
+    @property
+    def store(self) -> TimeSeriesStore:
+        return self._state.store
+
+    @property
+    def seeking(self) -> bool:
+        """A rebuild for a seek is running on a worker thread."""
+        return self._rebuilding is not None
 
     # -- playback ------------------------------------------------------------------------
 
-    def _reset(self) -> None:
-        self.store = TimeSeriesStore(self.store.capacity)
-        self._applied = 0
-        self._servers = []
-        self._runs = []
-        self._summaries = {}
+    def _needs_rebuild(self, position_s: float) -> bool:
+        state, frames = self._state, self.recording.frames
+        if position_s < state.position_s - 1e-9 or state.applied == 0:
+            return True
+        if state.store.capacity < self._capacity:
+            return True  # more history was asked for than the store holds
+        if not frames.is_spooled:
+            return False  # built in memory (a run's telemetry): small, applied in place
+        end = frames.applied_at(position_s)
+        polls = frames.indices("poll")
+        ahead = bisect.bisect_left(polls, end) - bisect.bisect_left(polls, state.applied)
+        return ahead > INLINE_POLLS
 
-    def _apply(self, index: int) -> None:
-        frame = self.recording.frames[index]
-        if frame.kind == "poll":
-            try:
-                write_result(self.store, self.recording.poll_result(frame))
-            except (ValueError, KeyError, TypeError):
-                pass  # one bad frame is skipped, not the replay
-        elif frame.kind == "servers":
-            self._servers = list(frame.data.get("v") or [])
-            self._servers_t = frame.t
-        elif frame.kind == "runs":
-            self._runs = _run_rows(frame.data.get("v"))
-        elif frame.kind == "run_summary":
-            self._apply_summary(frame.data)
+    def _settle(self, position_s: float, *, background: bool) -> None:
+        """Bring the shown state to `position_s`: forward by a few polls in place, anything
+        else rebuilt (on a worker thread when `background`, one at a time: a seek made while
+        one runs is taken up when it ends)."""
+        if not self._needs_rebuild(position_s):
+            self._state.apply_until(self.recording, position_s)
+            self._version += 1
+            return
+        if not background:
+            self._state = restore(self.recording, position_s, self._capacity)
+            self._version += 1
+            return
+        if self._rebuilding is not None:
+            return  # taken up by _rebuilt
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(None, restore, self.recording, position_s, self._capacity)
+        self._rebuilding = future
+        future.add_done_callback(self._rebuilt)
+        self._version += 1
 
-    def _apply_until(self, position_s: float) -> None:
-        frames = self.recording.frames
-        while self._applied < len(frames) and frames.t_at(self._applied) <= position_s + 1e-9:
-            self._applied += 1
-            self._apply(self._applied - 1)
-        self.store.commit()
-
-    def _restore(self, end: int) -> None:
-        """The state after the first `end` frames, from a bounded number of them: the
-        latest frame of each kind whose latest wins (servers, runs), every run summary, and
-        of each source only the polls the store's history holds (its capacity)."""
-        frames = self.recording.frames
-        self._reset()
-        for kind in ("servers", "runs"):
-            where = frames.indices(kind)
-            last = bisect.bisect_left(where, end) - 1
-            if last >= 0:
-                self._apply(where[last])
-        summaries = frames.indices("run_summary")
-        for i in summaries[: bisect.bisect_left(summaries, end)]:
-            self._apply(i)
-        for i in frames.last_polls(end, self.store.capacity):
-            self._apply(i)
-        self._applied = end
-        self.store.commit()
+    def _rebuilt(self, future: asyncio.Future[_State]) -> None:
+        self._rebuilding = None
+        if future.cancelled():
+            return
+        problem = future.exception()
+        if problem is None:
+            self._state = future.result()
+        else:
+            self.message = f"seek failed: {problem}"
+            self.position_s = self._state.position_s  # stay where the replay is shown
+        self._version += 1
+        if problem is None and (
+            abs(self._state.position_s - self.position_s) > 1e-9
+            or self._state.store.capacity < self._capacity
+        ):
+            self._settle(self.position_s, background=True)
 
     def seek(self, position_s: float) -> None:
+        """Move to `position_s`. In the app (a running event loop) a rebuild runs on a
+        worker thread and the screens catch up when it ends; elsewhere (snapshots, scripts)
+        it is done before this returns."""
         position_s = max(0.0, min(self.duration_s, position_s))
-        frames = self.recording.frames
-        if frames.is_spooled:
-            # A recording read from a file (any size): forward by a few polls goes on from
-            # where the replay is; anything else rebuilds from the frames that matter.
-            end = frames.applied_at(position_s)
-            polls = frames.indices("poll")
-            ahead = bisect.bisect_left(polls, end) - bisect.bisect_left(polls, self._applied)
-            if position_s < self.position_s or self._applied == 0 or ahead > self.store.capacity:
-                self._restore(end)
-        elif position_s < self.position_s or self._applied == 0:
-            self._reset()  # built in memory (a run's telemetry): small, replayed whole
         self.position_s = position_s
-        self._apply_until(position_s)
-        self._version += 1
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            self._settle(position_s, background=False)
+            return
+        if self._rebuilding is None:
+            self._settle(position_s, background=True)
+        else:
+            self._version += 1  # the position shown in the controls moved
+
+    def keep_history(self, history_s: float) -> None:
+        """Keep at least `history_s` of history from now on (a chart window was widened);
+        a wider history than the store holds is rebuilt at the position."""
+        interval = self.recording.header.get("interval_s")
+        interval = interval if isinstance(interval, int | float) and interval > 0 else 1.0
+        capacity = max(2, math.ceil(history_s / interval) + 1)
+        if capacity == self._capacity:
+            return
+        grew = capacity > self._state.store.capacity
+        self._capacity = capacity
+        if not grew:
+            return  # the store holds more than asked; the next rebuild keeps less
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            self._state = restore(self.recording, self._state.position_s, capacity)
+            self._version += 1
+            return
+        if self._rebuilding is None:
+            self._settle(self.position_s, background=True)
+
+    async def settled(self) -> None:
+        """Wait until the shown state is at the asked position (tests, snapshots)."""
+        while self._rebuilding is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._rebuilding)
+            await asyncio.sleep(0)
 
     def step(self, frames: int) -> None:
         """Move to the next (or previous) instant the recording has a poll at (a walk over
@@ -283,39 +390,33 @@ class ReplayBackend(ReadOnlyActions):
     # -- what the screens read -----------------------------------------------------------
 
     def now(self) -> float:
-        return self.recording.t0 + self.position_s
+        """The instant the screens show (behind `position_s` while a seek rebuilds)."""
+        return self.recording.t0 + self._state.position_s
 
     def version(self) -> int:
         return self._version
 
     def servers(self) -> list[ServerView]:
         views = []
-        for data in self._servers:
+        for data in self._state.servers:
             view = ServerView.from_json(data)
             if view.uptime_s is not None and view.state in LIVE_STATES:
                 # The recorded uptime ages with the replay position.
-                aged = view.uptime_s + (self.position_s - self._servers_t)
+                aged = view.uptime_s + (self._state.position_s - self._state.servers_t)
                 view = ServerView.from_json({**data, "uptime_s": aged})
             views.append(view)
         return views
 
     def raw_servers(self) -> list[dict[str, Any]]:  # status JSON for snapshots, not run data
         """The server list as recorded at the position (status JSON with plans)."""
-        return [dict(s) for s in self._servers]
-
-    def _apply_summary(self, data: JsonDict) -> None:
-        try:
-            summary = RunSummary.from_json(data.get("v"))
-        except ValueError:
-            return  # a summary of another schema shows as none, the replay goes on
-        self._summaries[str(data.get("id") or summary.run_id)] = summary
+        return [dict(s) for s in self._state.servers]
 
     def runs(self) -> list[RunRow]:
         """The runs as the recording listed them at the position (older recordings listed
         only running campaigns)."""
-        return list(self._runs)
+        return list(self._state.runs)
 
     def run_summary(self, run_id: str) -> RunSummary | None:
         """The summary the recording kept for the run, by the position; None if it kept
         none (a run still running then, or a recording that predates summaries)."""
-        return self._summaries.get(run_id)
+        return self._state.summaries.get(run_id)

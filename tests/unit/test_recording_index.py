@@ -5,6 +5,7 @@ nothing behind."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 import random
@@ -154,7 +155,7 @@ def state(replay: ReplayBackend) -> dict[str, Any]:
         "servers": list(replay.servers()),
         "raw_servers": replay.raw_servers(),
         "runs": replay.runs(),
-        "summaries": dict(replay._summaries),
+        "summaries": dict(replay._state.summaries),
     }
 
 
@@ -253,3 +254,48 @@ def test_step_moves_to_the_neighbouring_poll_instants(tmp_path: Path) -> None:
     replay.seek(0.0)
     replay.step(-1)
     assert replay.position_s == times[0]
+
+
+def test_a_seek_in_the_app_rebuilds_on_a_worker_thread(tmp_path: Path) -> None:
+    """With an event loop running (the app), a seek back returns at once and the screens
+    keep showing the old instant until the rebuild ends; seeks made meanwhile coalesce into
+    the last one; the result equals a seek done in place."""
+    path = tmp_path / f"offloop{SUFFIX}"
+    write(path, 600)
+    recording = read_recording(path)
+    runs = tmp_path / "runs"
+    reference = ReplayBackend(
+        recording, runs_root=runs, position_s=0.0, playing=False, history_s=HISTORY_S
+    )
+
+    async def scenario() -> tuple[bool, float, dict[str, Any], dict[str, Any]]:
+        replay = ReplayBackend(recording, runs_root=runs, playing=False, history_s=HISTORY_S)
+        shown_before = replay.now()
+        replay.seek(100.0)
+        started_in_background = replay.seeking and replay.now() == shown_before
+        for target in (200.0, 50.0, 321.5):
+            replay.seek(target)
+        assert replay.position_s == 321.5
+        await replay.settled()
+        # Widening the history rebuilds at the position with the wider store.
+        replay.keep_history(3 * HISTORY_S)
+        assert replay.seeking
+        await replay.settled()
+        wide = state(replay)
+        return started_in_background, replay.now() - recording.t0, state(replay), wide
+
+    started_in_background, shown_s, got, wide = asyncio.run(scenario())
+    assert started_in_background
+    assert shown_s == 321.5
+    reference.seek(321.5)
+    want = state(reference)
+    assert got["series"].keys() == want["series"].keys()
+    for name in ("latest", "statuses", "servers", "raw_servers", "runs", "summaries"):
+        assert got[name] == want[name], name
+    wider = ReplayBackend(
+        recording, runs_root=runs, position_s=321.5, playing=False, history_s=3 * HISTORY_S
+    )
+    gpu_key = wider.store.keys("gpu")[0]
+    times = wider.store.window(gpu_key).times
+    assert times[-1] - times[0] > 2 * HISTORY_S  # the wider store really holds more
+    assert wide["series"] == state(wider)["series"]

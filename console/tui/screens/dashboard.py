@@ -16,10 +16,11 @@ from console.telemetry.keys import SourceId
 from console.telemetry.quantile import format_quantile
 from console.telemetry.samples import ServerSample
 from console.tui.backend import Backend
-from console.tui.screens.base import ConsoleScreen
+from console.tui.screens.find import FIND_BINDINGS, FindScreen
 from console.tui.views import LIVE_STATES, ServerView
 from console.tui.widgets.chart import Line, TimeChart
-from console.tui.widgets.gpu_table import GpuTable
+from console.tui.widgets.filter_bar import FilterBar
+from console.tui.widgets.gpu_table import SORT_COLUMNS, GpuTable
 from console.tui.widgets.now_line import now_line
 from console.tui.widgets.pane import Pane
 from console.tui.widgets.server_strip import ServerStrip
@@ -43,7 +44,7 @@ CHARTS = (
 )
 
 
-class DashboardScreen(ConsoleScreen):
+class DashboardScreen(FindScreen):
     TITLE = "Dashboard"
     DEFAULT_CSS = """
     DashboardScreen #charts { grid-size: 3 2; grid-gutter: 0 1; height: 2fr; min-height: 16; }
@@ -52,13 +53,16 @@ class DashboardScreen(ConsoleScreen):
     DashboardScreen ServerStrip { margin: 0 1; }
     DashboardScreen #now { margin: 0 1; }
     DashboardScreen GpuTable { margin: 0 1; }
+    DashboardScreen FilterBar { margin: 0 1; }
     DashboardScreen SourcesBar { margin: 0 1; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("f", "focus_next_server", "Next server"),
         Binding("plus,equals_sign", "zoom(-1)", "Zoom in", key_display="+"),
         Binding("minus", "zoom(1)", "Zoom out", key_display="-"),
+        *FIND_BINDINGS,
     ]
+    SORT_COLUMNS = SORT_COLUMNS
 
     def __init__(self, backend: Backend) -> None:
         super().__init__(backend)
@@ -78,8 +82,14 @@ class DashboardScreen(ConsoleScreen):
             with Grid(id="charts"):
                 for chart_id, title, unit in CHARTS:
                     yield TimeChart(title, unit, id=f"chart-{chart_id}")
+            yield FilterBar(placeholder="filter GPUs (index, server, name...)")
             yield GpuTable(id="gpus")
             yield SourcesBar(id="sources")
+
+    def action_find(self) -> None:
+        """The filter narrows the GPU table: open it with the table in view."""
+        super().action_find()
+        self.query_one(GpuTable).scroll_visible(animate=False)
 
     def on_resize(self) -> None:
         self.query_one("#charts").set_class(self.size.width < 120, "narrow")
@@ -113,6 +123,8 @@ class DashboardScreen(ConsoleScreen):
         index = WINDOWS_S.index(int(self.window_s)) if self.window_s in WINDOWS_S else 2
         index = max(0, min(len(WINDOWS_S) - 1, index + direction))
         self.window_s = WINDOWS_S[index]
+        if self.backend.replay is not None:
+            self.backend.replay.keep_history(self.window_s)
         self.notify(f"chart window {self.window_s:.0f} s", timeout=1.5)
         self.refresh_data()
 
@@ -136,7 +148,8 @@ class DashboardScreen(ConsoleScreen):
         if time.monotonic() - self._runs_listed_at >= RUNS_EVERY_S:
             self._runs_listed_at = time.monotonic()
             self._load_bench_progress()
-        self.query_one(GpuTable).show(store, backend.topology, servers)
+        shown, total = self.query_one(GpuTable).show(store, backend.topology, servers, self.finder)
+        self.show_count(shown, total, "GPUs")
         self.query_one(SourcesBar).show(store)
         self._charts(backend.now(), server)
 
