@@ -13,7 +13,8 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.widgets import RichLog, Static
+from textual.timer import Timer
+from textual.widgets import Static
 
 from console.core.errors import ConsoleError
 from console.core.redact import redact_text, secret_values
@@ -22,10 +23,17 @@ from console.server.diagnose import Diagnosis, diagnose_file
 from console.server.milestones import LogFollower, tail_lines
 from console.tui.backend import Backend
 from console.tui.screens.base import ConsoleScreen
-from console.tui.screens.modals import PromptScreen
 from console.tui.views import ServerView
+from console.tui.widgets.filter_bar import FilterBar
+from console.tui.widgets.marked_log import MarkedLog
 
 MAX_LINES = 5000
+MATCH_STYLE = "black on yellow"
+CURRENT_STYLE = "bold white on dark_orange3"
+"""The match `n`/`N` stand on, told apart from the others (as less and vim do)."""
+TYPING_PAUSE_S = 0.15
+"""Typing in the search bar highlights once it pauses this long (a redraw per key would
+write the whole log again each time)."""
 
 
 class LogsScreen(ConsoleScreen):
@@ -42,6 +50,9 @@ class LogsScreen(ConsoleScreen):
         Binding("slash", "search", "Search", key_display="/"),
         Binding("n", "next_match(1)", "Next match"),
         Binding("N", "next_match(-1)", "Prev match"),
+        Binding("enter", "next_match(1)", "Next match", show=False),
+        Binding("shift+enter", "next_match(-1)", "Prev match", show=False),
+        Binding("escape", "clear_search", "Clear search", show=False),
         Binding("e", "next_error", "Next error"),
         Binding("d", "failure_line", "Failure line"),
     ]
@@ -53,6 +64,10 @@ class LogsScreen(ConsoleScreen):
         self.lines: deque[str] = deque(maxlen=MAX_LINES)
         self.pattern: re.Pattern[str] | None = None
         self.match_at = -1
+        self._appended = 0
+        """Lines appended since the log was (re)loaded: what the match count is cached by."""
+        self._matches: tuple[tuple[object, ...], list[int]] = ((), [])
+        self._typing: Timer | None = None
         self._follower: LogFollower | None = None
         self._reading = False
         self._diagnosis: Diagnosis | None = None
@@ -62,7 +77,8 @@ class LogsScreen(ConsoleScreen):
     def compose_body(self) -> ComposeResult:
         yield Static("", id="which")
         yield Static("", id="reason")
-        yield RichLog(id="log", max_lines=MAX_LINES, wrap=False, markup=False, auto_scroll=True)
+        yield MarkedLog(id="log", max_lines=MAX_LINES, wrap=False, markup=False, auto_scroll=True)
+        yield FilterBar(target="log", placeholder="search the log (regex, case-insensitive)")
 
     def show_server(self, server_id: str) -> None:
         if server_id != self.server_id:
@@ -73,7 +89,7 @@ class LogsScreen(ConsoleScreen):
             self.lines.clear()
             self.match_at = -1
             if self.is_mounted:
-                self.query_one("#log", RichLog).clear()
+                self.query_one("#log", MarkedLog).clear()
         self.refresh_data()
 
     def _server(self) -> ServerView | None:
@@ -96,7 +112,9 @@ class LogsScreen(ConsoleScreen):
             reason.update("")
             return
         mode = "following" if self.follow else "paused (f to follow)"
-        search = f"  search /{self.pattern.pattern}/" if self.pattern else ""
+        search = f"  /{self.pattern.pattern}/ {self.match_counter()}" if self.pattern else ""
+        for bar in self.query(FilterBar):
+            bar.set_count(self.match_counter() if self.pattern else "")
         which.update(
             Text.assemble(
                 (server.id, "bold"),
@@ -179,23 +197,49 @@ class LogsScreen(ConsoleScreen):
         finally:
             self._reading = False
 
-    def _styled(self, line: str) -> Text:
+    def _styled(self, line: str, current: bool = False) -> Text:
         text = Text(line, style="bold red" if is_error_line(line) else "")
         if self.pattern is not None:
-            text.highlight_regex(self.pattern, style="black on yellow")
+            text.highlight_regex(self.pattern, style=CURRENT_STYLE if current else MATCH_STYLE)
         return text
 
     def _append(self, lines: list[str]) -> None:
-        log = self.query_one("#log", RichLog)
+        log = self.query_one("#log", MarkedLog)
+        dropped = max(0, len(self.lines) + len(lines) - MAX_LINES)
         self.lines.extend(lines)
+        self._appended += len(lines)
+        if self.match_at >= 0:
+            # The oldest lines went: the current match moved up (or went with them).
+            self.match_at = self.match_at - dropped if self.match_at >= dropped else -1
         for line in lines:
             log.write(self._styled(line), scroll_end=self.follow)
 
     def _redraw(self) -> None:
-        log = self.query_one("#log", RichLog)
+        log = self.query_one("#log", MarkedLog)
         log.clear()
-        for line in self.lines:
-            log.write(self._styled(line), scroll_end=False)
+        for index, line in enumerate(self.lines):
+            log.write(self._styled(line, index == self.match_at), scroll_end=False)
+
+    def match_lines(self) -> list[int]:
+        """The indices of the lines the search matches (cached until the log or the
+        search changes)."""
+        pattern = self.pattern
+        if pattern is None:
+            return []
+        key = (pattern.pattern, self._appended, len(self.lines), self.server_id)
+        if self._matches[0] != key:
+            found = [i for i, line in enumerate(self.lines) if pattern.search(line)]
+            self._matches = (key, found)
+        return self._matches[1]
+
+    def match_counter(self) -> str:
+        """`match 3 of 28`, `28 matches` before the first jump, `no match`."""
+        matches = self.match_lines()
+        if not matches:
+            return "no match"
+        if self.match_at in matches:
+            return f"match {matches.index(self.match_at) + 1} of {len(matches)}"
+        return f"{len(matches)} matches (enter, n/N jump)"
 
     # -- actions -------------------------------------------------------------------------
 
@@ -209,31 +253,52 @@ class LogsScreen(ConsoleScreen):
 
     def action_follow(self) -> None:
         self.follow = not self.follow
-        log = self.query_one("#log", RichLog)
+        log = self.query_one("#log", MarkedLog)
         log.auto_scroll = self.follow
         if self.follow:
             log.scroll_end(animate=False)
         self.refresh_data()
 
     def action_search(self) -> None:
-        def searched(text: str | None) -> None:
-            if text is None:
-                return
-            if not text:
-                self.pattern = None
-            else:
-                try:
-                    self.pattern = re.compile(text, re.IGNORECASE)
-                except re.error:
-                    self.pattern = re.compile(re.escape(text), re.IGNORECASE)
-            self.match_at = -1
-            self._redraw()
-            if self.pattern is not None:
-                self.action_next_match(1)
-            self.refresh_data()
+        """`/`: the search bar under the log; matches light up as you type."""
+        self.query_one(FilterBar).open()
 
-        current = self.pattern.pattern if self.pattern else ""
-        self.app.push_screen(PromptScreen("Search the log (regex)", current), searched)
+    def _set_pattern(self, text: str) -> None:
+        wanted = text or None
+        if wanted == (self.pattern.pattern if self.pattern else None):
+            return
+        if not text:
+            self.pattern = None
+        else:
+            try:
+                self.pattern = re.compile(text, re.IGNORECASE)
+            except re.error:  # half-typed or plain text: matched literally
+                self.pattern = re.compile(re.escape(text), re.IGNORECASE)
+        self.match_at = -1
+        self._redraw()
+        self.refresh_data()
+
+    def on_filter_bar_changed(self, event: FilterBar.Changed) -> None:
+        if self._typing is not None:
+            self._typing.stop()
+        text = event.text
+        self._typing = self.set_timer(TYPING_PAUSE_S, lambda: self._set_pattern(text))
+
+    def on_filter_bar_submitted(self, event: FilterBar.Submitted) -> None:
+        if self._typing is not None:
+            self._typing.stop()
+            self._typing = None
+        self._set_pattern(event.text)
+        if self.pattern is not None:
+            self.action_next_match(-1 if event.backwards else 1)
+
+    def action_clear_search(self) -> None:
+        """Escape: drop the search (and its highlights)."""
+        if self.pattern is not None:
+            self.query_one(FilterBar).clear()
+            self._set_pattern("")
+        else:
+            self.set_focus(None)
 
     def _jump(self, predicate: object, step: int, what: str) -> None:
         lines = list(self.lines)
@@ -243,14 +308,25 @@ class LogsScreen(ConsoleScreen):
         for offset in range(1, len(lines) + 1):
             index = (start + step * offset) % len(lines)
             if callable(predicate) and predicate(lines[index]):
-                self.match_at = index
+                self._mark(index)
                 self.follow = False
-                log = self.query_one("#log", RichLog)
+                log = self.query_one("#log", MarkedLog)
                 log.auto_scroll = False
                 log.scroll_to(y=max(0, index - 3), animate=False)
                 self.refresh_data()
                 return
         self.notify(f"no {what}", severity="warning")
+
+    def _mark(self, index: int) -> None:
+        """Make line `index` the current one: its matches change colour, the last one's
+        change back."""
+        before, self.match_at = self.match_at, index
+        log = self.query_one("#log", MarkedLog)
+        lines = self.lines
+        if self.pattern is not None and 0 <= before < len(lines) and before != index:
+            log.restyle(before, self._styled(lines[before]))
+        if self.pattern is not None and 0 <= index < len(lines):
+            log.restyle(index, self._styled(lines[index], current=True))
 
     def action_next_match(self, step: int) -> None:
         pattern = self.pattern
@@ -270,5 +346,5 @@ class LogsScreen(ConsoleScreen):
             return
         server = self._server()
         wanted = redact_text(failure.line, self._secrets(server)) if server else failure.line
-        self.match_at = -1
+        self._mark(-1)
         self._jump(lambda line: line == wanted, 1, "failure line (the log was redacted or cut)")

@@ -17,6 +17,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
+from textual.coordinate import Coordinate
 from textual.widgets import DataTable, Static
 
 from console.bench.compare import CompareResult, compare_runs
@@ -24,9 +25,11 @@ from console.bench.listing import RunRow
 from console.bench.results import RunSummary
 from console.core.errors import ConsoleError
 from console.tui.backend import Backend
-from console.tui.screens.base import ConsoleScreen
+from console.tui.screens.find import FIND_BINDINGS, FindScreen
 from console.tui.widgets.filled_table import fill_table
-from console.tui.widgets.run_tables import compare_view, summary_view
+from console.tui.widgets.filter_bar import FilterBar
+from console.tui.widgets.finder import FindRow
+from console.tui.widgets.run_tables import compare_view, distinct_names, summary_view
 
 # How often the list is re-read from disk while shown (runs change only through campaigns).
 LIST_EVERY_S = 2.0
@@ -51,7 +54,7 @@ def run_files_stamp(root: Path, run_id: str) -> FileStamp:
     return tuple(stamp)
 
 
-class RunsScreen(ConsoleScreen):
+class RunsScreen(FindScreen):
     TITLE = "Runs"
     DEFAULT_CSS = """
     RunsScreen #runs { height: auto; max-height: 40%; min-height: 3; }
@@ -59,9 +62,10 @@ class RunsScreen(ConsoleScreen):
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("c", "compare", "Compare"),
-        Binding("escape", "clear_compare", "Clear", show=False),
         Binding("ctrl+r", "reload", "Reload"),
+        *FIND_BINDINGS,
     ]
+    SORT_COLUMNS = ("RUN", "KIND", "STATUS", "CELLS")
 
     def __init__(self, backend: Backend) -> None:
         super().__init__(backend)
@@ -72,9 +76,11 @@ class RunsScreen(ConsoleScreen):
         self._listed_at = 0.0
         self.comparing = False
         self._detail_stamp: FileStamp | None = None
+        self._shown_ids: list[str] = []
 
     def compose_body(self) -> ComposeResult:
         yield DataTable(id="runs", cursor_type="row", zebra_stripes=True)
+        yield FilterBar(target="runs", placeholder="filter runs (id, name, kind, status...)")
         with VerticalScroll(id="detail"):
             yield Static(Text("no run selected", style="dim"), id="detail-text")
 
@@ -104,29 +110,63 @@ class RunsScreen(ConsoleScreen):
         rows = list(reversed(self.backend.runs()))
         self.app.call_from_thread(self._show_list, rows, selected, self._stamp(selected))
 
+    def _fill(self) -> None:
+        """The list under the filter and sort; run ids too long for the room left are cut
+        in the middle, each still told apart (time first, name last)."""
+        table = self.query_one("#runs", DataTable)
+        selected = self.selected_id()
+        rows = self.rows
+        statuses = [r.status if r.error is None else f"unreadable: {r.error}" for r in rows]
+        others = max([len("STATUS"), *(len(s) for s in statuses)])
+        others += len("campaign") + len("CELLS") + 2 * table.cell_padding * len(COLUMNS)
+        room = max(16, (table.size.width or self.size.width) - others - 4)
+        labels = distinct_names([(r.run_id, r.run_id) for r in rows], room)
+        found = []
+        for row, status, label in zip(rows, statuses, labels, strict=True):
+            mark = "* " if row.run_id == self.marked else ""
+            cells = {
+                "RUN": mark + label,
+                "KIND": row.kind or "-",
+                "STATUS": status,
+                "CELLS": f"{row.cells_done}/{row.cells}",
+            }
+            order = {"RUN": (1, 0.0, row.run_id), "CELLS": (0, float(row.cells_done), "")}
+            found.append(FindRow(row.run_id, cells, order))
+        found = self.finder.apply(found)
+        fill_table(
+            table,
+            COLUMNS,
+            [(r.key, [r.cells[c] for c in COLUMNS]) for r in found],
+            self.finder.header,
+        )
+        self._shown_ids = [r.key for r in found]
+        if selected in self._shown_ids:
+            table.move_cursor(row=self._shown_ids.index(selected))
+        self.show_count(len(found), len(rows), "runs")
+
+    def apply_find(self) -> None:
+        self._fill()
+        if not self.comparing and self.selected_id() != self.shown:
+            self._load_detail(self.selected_id())
+
+    def on_resize(self) -> None:
+        if self.rows:
+            self._fill()
+        self.call_after_refresh(self._refit_detail)
+
+    def _refit_detail(self) -> None:
+        """The shown summary laid out again at the pane's new width."""
+        summary = self.summary
+        if summary is not None and self.shown == summary.run_id and not self.comparing:
+            self._show_summary(summary.run_id, summary, self._detail_stamp)
+
     def _show_list(
         self, rows: list[RunRow], stamped: str | None = None, stamp: FileStamp | None = None
     ) -> None:
-        table = self.query_one("#runs", DataTable)
-        selected = self.selected_id()
         before = {row.run_id: row for row in self.rows}
         if rows != self.rows:
             self.rows = rows
-            shown = []
-            for row in rows:
-                mark = "* " if row.run_id == self.marked else ""
-                status = row.status if row.error is None else f"unreadable: {row.error}"
-                cells = [
-                    mark + row.run_id,
-                    row.kind or "-",
-                    status,
-                    f"{row.cells_done}/{row.cells}",
-                ]
-                shown.append((row.run_id, cells))
-            fill_table(table, COLUMNS, shown)
-            ids = [r.run_id for r in rows]
-            if selected in ids:
-                table.move_cursor(row=ids.index(selected))
+            self._fill()
         if not rows:
             empty = (
                 "no runs in this recording"
@@ -148,9 +188,10 @@ class RunsScreen(ConsoleScreen):
 
     def selected_id(self) -> str | None:
         table = self.query_one("#runs", DataTable)
-        if table.row_count == 0 or not 0 <= table.cursor_row < len(self.rows):
+        if table.row_count == 0 or not 0 <= table.cursor_row < table.row_count:
             return None
-        return self.rows[table.cursor_row].run_id
+        key = table.coordinate_to_cell_key(Coordinate(table.cursor_row, 0)).row_key.value
+        return str(key) if key is not None else None
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         run_id = self.selected_id()
@@ -209,6 +250,10 @@ class RunsScreen(ConsoleScreen):
             return
         self.comparing = True
         self._compare(self.marked, current)
+
+    def escape_fallback(self) -> None:
+        """Escape with no filter set: leave the comparison."""
+        self.action_clear_compare()
 
     def action_clear_compare(self) -> None:
         self.marked = None

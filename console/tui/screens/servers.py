@@ -20,12 +20,15 @@ from textual.widgets import DataTable, RichLog, Static
 
 from console.core.redact import redact_argv, redact_env
 from console.core.units import format_duration, format_index_set
-from console.tui.backend import ActionRefused
-from console.tui.screens.base import ConsoleScreen
+from console.tui.backend import ActionRefused, Backend
+from console.tui.fold import fold_after_s, folded_note, split_folded, wall_clock
+from console.tui.screens.find import FIND_BINDINGS, FindScreen
 from console.tui.screens.launch import LaunchChoice, LaunchScreen
 from console.tui.screens.modals import ConfirmScreen
 from console.tui.views import ServerView
 from console.tui.widgets.filled_table import fill_table
+from console.tui.widgets.filter_bar import FilterBar
+from console.tui.widgets.finder import FindRow, sort_value
 from console.tui.widgets.server_strip import state_text, state_word
 
 COLUMNS = ("ID", "PROFILE", "LAYOUT", "VARIANT", "STATE", "PORT", "GPUS", "NUMA", "UP", "REASON")
@@ -74,10 +77,12 @@ def server_detail(server: ServerView) -> Table:
     return table
 
 
-class ServersScreen(ConsoleScreen):
+class ServersScreen(FindScreen):
     TITLE = "Servers"
     DEFAULT_CSS = """
     ServersScreen #list { height: auto; max-height: 50%; min-height: 3; }
+    ServersScreen #folded { height: 1; padding: 0 1; color: $text-muted; display: none; }
+    ServersScreen #folded.shown { display: block; }
     ServersScreen #lower { height: 1fr; }
     ServersScreen #detail {
         width: 3fr; padding: 0 1; border-top: solid $primary-darken-2; overflow-y: auto;
@@ -92,10 +97,23 @@ class ServersScreen(ConsoleScreen):
         Binding("R", "restart", "Restart"),
         Binding("w", "switch", "Switch"),
         Binding("enter", "logs", "Logs", show=False),
+        *FIND_BINDINGS,
+        Binding("a", "toggle_ended", "Stopped"),
     ]
+    SORT_COLUMNS = ("ID", "STATE", "UP", "PORT", "PROFILE", "LAYOUT", "VARIANT", "GPUS")
+
+    def __init__(self, backend: Backend) -> None:
+        super().__init__(backend)
+        self.show_ended = False
+        """Show the stopped servers the fold age hides (`a`)."""
+        self.fold_after_s, self._settings_problem = fold_after_s()
+        self._clock = wall_clock(backend)
+        self._shown_ids: list[str] = []
 
     def compose_body(self) -> ComposeResult:
         yield DataTable(id="list", cursor_type="row", zebra_stripes=True)
+        yield FilterBar(target="list", placeholder="filter servers (id, plan, state...)")
+        yield Static("", id="folded")
         with Horizontal(id="lower"):
             with Vertical(id="detail"):
                 yield Static("", id="detail-text")
@@ -103,6 +121,8 @@ class ServersScreen(ConsoleScreen):
 
     def on_mount(self) -> None:
         self.query_one("#activity", RichLog).write(Text("activity", style="bold"))
+        if self._settings_problem:
+            self._say(f"{self._settings_problem}; folding stopped servers after 1h")
 
     def on_resize(self) -> None:
         self.query_one("#lower").set_class(self.size.width < 110, "narrow")
@@ -110,14 +130,26 @@ class ServersScreen(ConsoleScreen):
 
     def selected(self) -> ServerView | None:
         table = self.query_one("#list", DataTable)
-        servers = self.backend.servers()
-        if not servers or table.row_count == 0:
+        if table.row_count == 0:
             return None
         row = table.cursor_row
-        if row < 0 or row >= len(servers):
+        if row < 0 or row >= table.row_count:
             return None
         key = table.coordinate_to_cell_key(Coordinate(row, 0)).row_key.value
-        return next((s for s in servers if s.id == key), None)
+        return next((s for s in self.backend.servers() if s.id == key), None)
+
+    def sort_columns(self) -> tuple[str, ...]:
+        shown = COLUMNS if self.size.width >= 110 else NARROW_COLUMNS
+        return tuple(c for c in self.SORT_COLUMNS if c in shown)
+
+    def visible_servers(self) -> tuple[list[ServerView], list[ServerView]]:
+        """(listed, folded away): the fold hides stopped servers unless `a` shows them."""
+        now = self._clock() if self._clock is not None else None
+        return split_folded(self.backend.servers(), now, self.fold_after_s)
+
+    def action_toggle_ended(self) -> None:
+        self.show_ended = not self.show_ended
+        self.refresh_data()
 
     def refresh_data(self) -> None:
         if not self.is_mounted:
@@ -125,9 +157,10 @@ class ServersScreen(ConsoleScreen):
         table = self.query_one("#list", DataTable)
         wide = self.size.width >= 110
         columns = COLUMNS if wide else NARROW_COLUMNS
-        servers = self.backend.servers()
+        listed, folded = self.visible_servers()
+        servers = listed + folded if self.show_ended else listed
         keep = self.selected()
-        rows: list[tuple[str, list[str | Text]]] = []
+        rows: list[FindRow] = []
         for server in servers:
             values: dict[str, str | Text] = {
                 "ID": server.id,
@@ -141,10 +174,26 @@ class ServersScreen(ConsoleScreen):
                 "UP": format_duration(server.uptime_s),
                 "REASON": server.reason or "",
             }
-            rows.append((server.id, [values[c] for c in columns]))
-        fill_table(table, columns, rows)
-        if keep is not None and keep.id in [s.id for s in servers]:
-            table.move_cursor(row=[s.id for s in servers].index(keep.id))
+            order = {
+                "UP": sort_value(server.uptime_s),
+                "STATE": sort_value(server.state),
+                "GPUS": sort_value(min(server.gpus, default=None)),
+            }
+            rows.append(FindRow(server.id, values, order))
+        found = self.finder.apply(rows)
+        fill_table(
+            table,
+            columns,
+            [(row.key, [row.cells[c] for c in columns]) for row in found],
+            self.finder.header,
+        )
+        self._shown_ids = [row.key for row in found]
+        if keep is not None and keep.id in self._shown_ids:
+            table.move_cursor(row=self._shown_ids.index(keep.id))
+        self.show_count(len(found), len(servers), "servers")
+        note = self.query_one("#folded", Static)
+        note.set_class(bool(folded), "shown")
+        note.update(folded_note(len(folded), self.fold_after_s, self.show_ended) if folded else "")
         self._show_detail()
 
     def on_data_table_row_highlighted(self) -> None:
@@ -159,7 +208,11 @@ class ServersScreen(ConsoleScreen):
     def _show_detail(self) -> None:
         server = self.selected()
         detail = self.query_one("#detail-text", Static)
-        if server is None:
+        if server is None and self.finder.active:
+            detail.update(Text(f"no server matches /{self.finder.text}/: esc clears", style="dim"))
+        elif server is None and self.backend.servers():
+            detail.update(Text("only stopped servers, hidden: a shows them", style="dim"))
+        elif server is None:
             detail.update(Text("no servers yet: press n to launch one", style="dim"))
         else:
             detail.update(server_detail(server))

@@ -7,7 +7,7 @@ cached). Fixed widths, measured here, leave nothing to catch up.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich.cells import cell_len
@@ -22,12 +22,17 @@ def _width(cell: Cell) -> int:
 
 
 def fill_table(
-    table: DataTable[Any], columns: Sequence[str], rows: Sequence[tuple[str, Sequence[Cell]]]
+    table: DataTable[Any],
+    columns: Sequence[str],
+    rows: Sequence[tuple[str, Sequence[Cell]]],
+    header: Callable[[str], str] = str,
 ) -> None:
-    """Replace the table's columns and rows; each row is (key, cells in column order)."""
+    """Replace the table's columns and rows; each row is (key, cells in column order).
+    `header` labels a column (a sort mark, say); the column's key stays its name."""
     table.clear(columns=True)
     for index, name in enumerate(columns):
-        width = max([cell_len(name), *(_width(cells[index]) for _, cells in rows)])
-        table.add_column(name, width=width, key=name)
+        label = header(name)
+        width = max([cell_len(label), *(_width(cells[index]) for _, cells in rows)])
+        table.add_column(label, width=width, key=name)
     for key, cells in rows:
         table.add_row(*cells, key=key)

@@ -17,6 +17,7 @@ from console.telemetry.store import TimeSeriesStore
 from console.topology.model import Topology
 from console.tui.views import ServerView
 from console.tui.widgets.columns import Column, RowCache, header_row, layout
+from console.tui.widgets.finder import Finder, FindRow, SortValue, sort_value
 from console.tui.widgets.pane import Pane
 
 COLUMNS = (
@@ -32,6 +33,8 @@ COLUMNS = (
     Column("SERVER", None),
     Column("NAME", None, "left", 160),
 )
+SORT_COLUMNS = ("GPU", "UTIL", "MEM", "PWR", "TEMP", "RX", "TX", "SERVER")
+"""What `o` cycles through on the dashboard (GPUs sort within their NUMA node)."""
 
 
 def _pct(value: float | None) -> Text:
@@ -53,6 +56,30 @@ def _link(sample: GpuSample) -> Text:
     return Text(f"{now}/{peak}", style="yellow" if sample.link_narrowed else "")
 
 
+def _marked(column: Column, finder: Finder) -> Column:
+    """The column headed with its sort mark, one cell wider when the mark needs it."""
+    label = finder.header(column.header)
+    if label == column.header:
+        return column
+    width = None if column.width is None else max(column.width, len(label))
+    return Column(label, width, column.justify, column.min_terminal)
+
+
+def _order(sample: GpuSample | None, index: int) -> dict[str, SortValue]:
+    """Sort values of a GPU's row (numbers, not their formatted text)."""
+    if sample is None:
+        return {"GPU": sort_value(index)}
+    return {
+        "GPU": sort_value(index),
+        "UTIL": sort_value(sample.util_pct),
+        "MEM": sort_value(sample.mem_used_bytes),
+        "PWR": sort_value(sample.power_w),
+        "TEMP": sort_value(sample.temp_c),
+        "RX": sort_value(sample.pcie_rx_bytes_s),
+        "TX": sort_value(sample.pcie_tx_bytes_s),
+    }
+
+
 class GpuTable(Pane):
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
@@ -60,9 +87,18 @@ class GpuTable(Pane):
         self._header: tuple[object, Text] | None = None
         self._cpu_sets: dict[tuple[int, ...], str] = {}
 
-    def show(self, store: TimeSeriesStore, topology: Topology, servers: list[ServerView]) -> None:
+    def show(
+        self,
+        store: TimeSeriesStore,
+        topology: Topology,
+        servers: list[ServerView],
+        finder: Finder | None = None,
+    ) -> tuple[int, int]:
+        """Draw the table; returns (GPUs shown, GPUs in all) under the finder's filter."""
+        finder = finder or Finder()
         width = self.size.width or 80
-        columns = [c for c in COLUMNS if width >= c.min_terminal]
+        base = [c for c in COLUMNS if width >= c.min_terminal]
+        columns = [_marked(c, finder) for c in base]
         widths = layout(columns, width)
         owners = {gpu: s.id for s in servers if s.live for gpu in s.gpus}
         host = store.host()
@@ -76,21 +112,42 @@ class GpuTable(Pane):
         if self._header is None or self._header[0] != header_key:
             self._header = (header_key, header_row(columns, widths))
         lines = [self._header[1]]
+        shown = 0
         for node, indices in sorted(
             by_node.items(), key=lambda item: (item[0] is None, item[0] or 0)
         ):
+            rows = [
+                FindRow(
+                    str(index),
+                    dict(
+                        zip(
+                            (c.header for c in base),
+                            self._cells(store, statuses, index, owners, base),
+                            strict=True,
+                        )
+                    ),
+                    _order(store.gpu(index), index),
+                )
+                for index in indices
+            ]
+            rows = finder.apply(rows)
+            if not rows:
+                continue
             label = "no NUMA node" if node is None else f"NUMA {node}"
             if node in nodes:
                 label += f"  cpus {self._cpu_set(nodes[node].cpus)}"
             cpu = node_cpu.get(node) if node is not None else None
             label += f"  CPU {cpu:.0f}%" if cpu is not None else "  CPU -"
             lines.append(Text(label, style="bold cyan"))
-            for index in indices:
-                cells = self._cells(store, statuses, index, owners, columns)
-                lines.append(self._rows.row(cells, columns, widths))
+            for row in rows:
+                lines.append(self._rows.row(list(row.cells.values()), columns, widths))
+            shown += len(rows)
         if not topology.gpus:
             lines.append(Text(topology.gpu_status or "no GPUs", style="yellow"))
+        elif not shown:
+            lines.append(Text(f"no GPU matches /{finder.text}/ (esc clears)", style="yellow"))
         self.put_lines(lines)
+        return shown, len(topology.gpus)
 
     def _cpu_set(self, cpus: tuple[int, ...]) -> str:
         if cpus not in self._cpu_sets:

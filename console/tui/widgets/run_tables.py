@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from rich.console import Group, RenderableType
@@ -115,3 +116,44 @@ def compare_view(result: CompareResult, a: RunSummary, b: RunSummary, width: int
     if not result.rows:
         parts.append(Text("no cell and level in common", style="yellow"))
     return Group(*parts)
+
+
+def middle_cut(text: str, width: int) -> str:
+    """`text` in at most `width` cells: the middle goes, a third of the room for its start
+    and the rest for its end (where run names differ: variant, budget, layout)."""
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return "…"[:width]
+    head = (width - 1) // 3
+    tail = width - 1 - head
+    return text[:head] + "…" + text[len(text) - tail :]
+
+
+def distinct_names(runs: Sequence[tuple[str, str]], width: int) -> list[str]:
+    """Each (run id, name) as a label of at most `width` cells that no other run shares:
+    the name cut in the middle; runs that would still look alike (the same name, twice)
+    get their start time from the id in front (`02:08:36 bench-kimi…eagle3`), and where
+    even that collides, the id's unique tail."""
+    labels = [middle_cut(name or run_id, width) for run_id, name in runs]
+    for index in _clashing(labels):
+        run_id, name = runs[index]
+        stamp = _RUN_TIME.match(run_id)
+        if stamp is not None and width >= 16:
+            when = f"{stamp[1]}:{stamp[2]}:{stamp[3]}"
+            labels[index] = f"{when} {middle_cut(name or run_id, width - len(when) - 1)}"
+    for index in _clashing(labels):
+        run_id = runs[index][0]
+        labels[index] = run_id if len(run_id) <= width else "…" + run_id[1 - width :]
+    return labels
+
+
+_RUN_TIME = re.compile(r"^\d{8}-(\d{2})(\d{2})(\d{2})")
+"""A run id starts with its creation time, `YYYYMMDD-HHMMSS-`."""
+
+
+def _clashing(labels: list[str]) -> list[int]:
+    seen: dict[str, int] = {}
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+    return [index for index, label in enumerate(labels) if seen[label] > 1]

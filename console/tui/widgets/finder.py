@@ -1,0 +1,113 @@
+"""A table's filter text and sort column: what `/`, `o` and `O` change, as htop, nvitop and
+k9s do. Pure (no widgets): the screens build their rows, the finder narrows and orders them."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from rich.text import Text
+
+Cell = str | Text
+SortValue = tuple[int, float, str]
+"""(0, number, "") for a cell that reads as a number, (1, 0, text) otherwise: numbers first,
+then text, each in its natural order."""
+
+_NUMBER = re.compile(r"^\s*[-+]?(\d+(?:\.\d+)?)")
+UP, DOWN = "▲", "▼"
+
+
+def plain(cell: Cell) -> str:
+    return cell.plain if isinstance(cell, Text) else cell
+
+
+def sort_value(value: Cell | float | None) -> SortValue:
+    """How a cell orders: a number by its value, text case-insensitively, blanks last."""
+    if value is None:
+        return (2, 0.0, "")
+    if isinstance(value, int | float):
+        return (0, float(value), "")
+    text = plain(value).strip()
+    found = _NUMBER.match(text)
+    if found is not None and not text[found.end() :].strip(" %WCGMkB/s"):
+        return (0, float(text[: found.end()]), "")
+    if text in ("", "-"):
+        return (2, 0.0, "")
+    return (1, 0.0, text.lower())
+
+
+@dataclass(frozen=True)
+class FindRow:
+    """One table row: its key, its cells by column, and any cell's sort value where the
+    text does not order right (durations, sizes)."""
+
+    key: str
+    cells: Mapping[str, Cell]
+    sort: Mapping[str, SortValue] = field(default_factory=dict)
+
+    def matches(self, needle: str) -> bool:
+        return needle in " ".join(plain(c) for c in self.cells.values()).lower()
+
+    def value(self, column: str) -> SortValue:
+        if column in self.sort:
+            return self.sort[column]
+        return sort_value(self.cells.get(column))
+
+
+@dataclass
+class Finder:
+    text: str = ""
+    """The filter: rows whose cells contain it (case-insensitive) are shown."""
+    column: str | None = None
+    """The sort column; None keeps the rows in the order they come."""
+    descending: bool = False
+
+    @property
+    def active(self) -> bool:
+        return bool(self.text)
+
+    def cycle(self, columns: Sequence[str]) -> str | None:
+        """The next sort column (after the last, back to no sort); returns it."""
+        current = self.column
+        if not columns:
+            self.column = None
+        elif current is None or current not in columns:
+            self.column = columns[0]
+        else:
+            index = list(columns).index(current) + 1
+            self.column = columns[index] if index < len(columns) else None
+        self.descending = False
+        return self.column
+
+    def reverse(self, columns: Sequence[str]) -> None:
+        """Reverse the order (sorting by the first column if none is chosen yet)."""
+        if self.column is None and columns:
+            self.column = columns[0]
+            self.descending = True
+        else:
+            self.descending = not self.descending
+
+    def apply(self, rows: Sequence[FindRow]) -> list[FindRow]:
+        """The rows the filter keeps, in sort order (a stable sort: ties keep their order)."""
+        needle = self.text.lower()
+        kept = [row for row in rows if row.matches(needle)] if needle else list(rows)
+        column = self.column
+        if column is not None:
+            blanks = [row for row in kept if row.value(column)[0] == 2]
+            valued = [row for row in kept if row.value(column)[0] != 2]
+            valued.sort(key=lambda row: row.value(column), reverse=self.descending)
+            kept = valued + blanks
+        return kept
+
+    def header(self, column: str) -> str:
+        """The column's header, with ▲ or ▼ when the table is sorted by it."""
+        if column != self.column:
+            return column
+        return f"{column}{DOWN if self.descending else UP}"
+
+    def describe(self, shown: int, total: int, what: str = "rows") -> str:
+        """`/qwen: 2 of 9 rows` while filtering; empty otherwise."""
+        if not self.text:
+            return ""
+        return f"/{self.text}: {shown} of {total} {what}"
