@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from console.core.errors import UsageError
+from console.core.settings import load_settings
 
 
 def run_tui(args: argparse.Namespace) -> int:
@@ -21,6 +22,21 @@ def run_tui(args: argparse.Namespace) -> int:
         recordings=None if args.no_record else services.state.ensure().recordings,
         record_max_bytes=max(1, args.record_max_mb) * 1024 * 1024,
     )
+    reason = read_only_reason(args)
+    if reason is not None:
+        backend.make_read_only(reason)
     app = ConsoleApp(backend, warm_up=True)
     app.run()
     return app.return_code or 0
+
+
+def read_only_reason(args: argparse.Namespace) -> str | None:
+    """Why this console is read-only (`--read-only`, or `read_only = true` in config.toml);
+    None when it may act. A damaged config.toml is a UsageError naming the file and key."""
+    from console.tui.read_only import read_only_reason as reason
+
+    flag = bool(getattr(args, "read_only", False))
+    settings = load_settings()
+    if not (flag or settings.read_only):
+        return None
+    return reason(flag=flag, config=settings.path, demo=bool(args.demo))

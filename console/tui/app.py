@@ -9,16 +9,23 @@ from __future__ import annotations
 
 import gc
 import importlib
-from collections.abc import Iterable
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
 from functools import partial
+from pathlib import Path
 from typing import ClassVar
 
 from rich.text import Text
+from textual.actions import ActionParseResult, parse
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.dom import DOMNode
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
 from console.tui.backend import Backend
+from console.tui.read_only import CHANGING_ACTIONS, live_read_only, refusal
 from console.tui.screens.base import ConsoleScreen
 from console.tui.screens.modals import HelpScreen
 
@@ -31,6 +38,16 @@ MODE_KEYS = (
     ("t", "topology", "Topology", "GPUs x NUMA nodes x PCIe; intended vs actual binding"),
 )
 REPLAY_SEEK_S = 10.0
+GLOBAL_ACTIONS = (
+    ("Launch a server", "servers", "launch", "choose profile, layout and variant; confirm"),
+    ("Switch a server", "servers", "switch", "stop the selected server, launch another plan"),
+    ("Stop a server", "servers", "stop", "stop (or forget) the selected server, confirmed"),
+    ("Benchmark a server", "bench", "bench", "load the selected ready server, confirmed"),
+    ("Run a campaign", "bench", "campaign", "run the selected campaign file, confirmed"),
+    ("Stop a run", "bench", "stop_run", "stop the selected running benchmark or campaign"),
+)
+"""(title, mode, screen action, help) offered in the palette from every screen: each runs
+the same action, and asks the same confirmation, as its key on that mode's screen."""
 
 
 MODE_SCREENS = {
@@ -90,9 +107,40 @@ class ConsoleApp(App[None]):
         self._shown: tuple[int, int] = (-1, -1)
         self.built_modes: set[str] = set()
         """Modes whose screen the warm-up has built."""
+        self.notices: deque[str] = deque(maxlen=100)
+        """Every notice given, newest last (for tests and the record of a session)."""
         self.ticks = 0
         self.renders = 0
         """Screen refreshes done (the cost a static dashboard must not pay each tick)."""
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """Notices go on the mode screen's notice line, above the key bar, where they hide
+        no table row; a dialog's own notices stay toasts (the dialog is on top anyway).
+        Safe from any thread, as Textual's is."""
+        self.call_later(self._notice, message, title, severity, timeout, markup)
+
+    def _notice(
+        self,
+        message: str,
+        title: str,
+        severity: SeverityLevel,
+        timeout: float | None,
+        markup: bool,
+    ) -> None:
+        self.notices.append(message)
+        timeout = self.NOTIFICATION_TIMEOUT if timeout is None else timeout
+        screen = self.screen if self.screen_stack else None
+        if isinstance(screen, ConsoleScreen) and screen.show_notice(message, severity, timeout):
+            return
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
 
     def delay_update(self, delay: float = 0.05) -> None:
         """Textual holds painting for 50 ms to mask a mode switch while the new screen
@@ -201,12 +249,95 @@ class ConsoleApp(App[None]):
             ]
         self.push_screen(HelpScreen(screen.TITLE, rows, self.quit_note()))
 
+    async def run_action(
+        self,
+        action: str | ActionParseResult,
+        default_namespace: DOMNode | None = None,
+        namespaces: Mapping[str, DOMNode] | None = None,
+    ) -> bool:
+        """Every key, click and palette entry comes through here: a read-only console
+        refuses the actions that change work, with the reason and the way out."""
+        name = (parse(action) if isinstance(action, str) else action)[1]
+        if self.backend.read_only and name in CHANGING_ACTIONS:
+            self.notify(refusal(self.backend), severity="warning", timeout=6)
+            return True
+        return await super().run_action(action, default_namespace, namespaces)
+
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         for key, mode, title, what in MODE_KEYS:
             yield SystemCommand(
                 f"{title} ({key})", what, lambda mode=mode: self.run_worker(self.action_mode(mode))
             )
+        own: set[str] = set()
+        if isinstance(screen, ConsoleScreen):
+            for binding in screen.BINDINGS:
+                if isinstance(binding, Binding) and binding.show:
+                    own.add(binding.action)
+                    key = binding.key_display or binding.key
+                    yield SystemCommand(
+                        f"{binding.description} ({key})",
+                        f"{screen.TITLE}: the same as pressing {key}",
+                        self._runner(binding.action, screen),
+                    )
+        for title, mode, action, what in GLOBAL_ACTIONS:
+            if action not in own:
+                yield SystemCommand(title, what, self._runner(action, None, mode))
+        yield SystemCommand(
+            "Snapshot this screen",
+            "save what is shown as SVG under the state folder",
+            self._save_snapshot,
+        )
+        yield SystemCommand(
+            "Recording", "where this session is recorded and how to replay it", self._recording
+        )
+
+    def _runner(
+        self, action: str, screen: ConsoleScreen | None, mode: str | None = None
+    ) -> Callable[[], None]:
+        """A palette entry's callback: the action on `screen`, or on `mode`'s screen after
+        switching to it (through `run_action`, so read-only refuses it here too)."""
+
+        async def go() -> None:
+            target: DOMNode | None = screen
+            if mode is not None:
+                await self.action_mode(mode)
+                target = self.screen
+            await self.run_action(action, target)
+
+        def start() -> None:
+            self.run_worker(go(), group="palette")
+
+        return start
+
+    def _save_snapshot(self) -> None:
+        folder = self.backend.runs_root.parent / "snapshots"
+        name = f"{time.strftime('%Y%m%d-%H%M%S')}-{self.current_mode}.svg"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path = Path(self.save_screenshot(name, str(folder)))
+        except OSError as exc:
+            self.notify(f"snapshot not saved: {folder}: {exc.strerror or exc}", severity="error")
+            return
+        self.notify(
+            f"saved {path}; `ddconsole snapshot --out DIR` writes JSON and Markdown too",
+            timeout=8,
+        )
+
+    def _recording(self) -> None:
+        if self.backend.replay is not None:
+            self.notify("this is a replay: space plays/pauses, ← → seek, , . step", timeout=8)
+            return
+        path = getattr(getattr(self.backend, "recorder", None), "path", None)
+        if path is None:
+            self.notify(
+                "this session is not recorded (--no-record); start the console without "
+                "--no-record to keep a flight recording",
+                severity="warning",
+                timeout=8,
+            )
+            return
+        self.notify(f"recording to {path}; replay it with `ddconsole replay {path}`", timeout=8)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action.startswith("replay_"):
@@ -233,25 +364,36 @@ class ConsoleApp(App[None]):
 
     # -- quitting ------------------------------------------------------------------------
 
+    def _cli(self, verb: str) -> str:
+        """A CLI command that applies to this console's servers (demo ones need --demo)."""
+        return f"`ddconsole {verb}{' --demo' if self.backend.demo else ''}`"
+
     def quit_note(self) -> str:
-        if self.backend.read_only:
+        if self.backend.replay is not None or (self.backend.read_only and not self._live()):
             return "q quits the replay."
+        kind = "demo servers" if self.backend.demo else "servers"
         return (
-            "q quits the console only: servers and detached campaigns keep running "
-            "(`ddconsole ps`, `ddconsole down --all`)."
+            f"q quits the console only: {kind} and detached campaigns keep running "
+            f"({self._cli('ps')} shows them, {self._cli('down --all')} stops them)."
         )
+
+    def _live(self) -> bool:
+        """A live console (read-only or not), not a replay or a snapshot."""
+        return not self.backend.read_only or live_read_only(self.backend)
 
     def action_quit_console(self) -> None:
         live = [s for s in self.backend.servers() if s.live]
-        if self.backend.read_only or not live:
+        if self.backend.replay is not None or not self._live() or not live:
             self.exit()
             return
         names = ", ".join(s.id for s in live)
+        kind = "demo server(s)" if self.backend.demo else "server(s)"
         self.exit(
             message=Text(
-                f"ddconsole: {len(live)} server(s) keep running ({names}); campaigns started "
-                "here keep running too. `ddconsole ps` shows them, `ddconsole down --all` "
-                "stops them."
+                f"ddconsole: {len(live)} {kind} keep running ({names}); campaigns started "
+                f"here keep running too. {self._cli('ps')} shows them, "
+                f"{self._cli('down --all')} stops them, {self._cli('runs stop RUN')} stops a "
+                "campaign."
             )
         )
 

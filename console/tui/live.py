@@ -57,6 +57,8 @@ def external_refusal(server_id: str) -> ActionRefused:
 
 class LiveBackend:
     read_only = False
+    read_only_reason: str | None = None
+    """Set by `make_read_only`: the notice every refused action gives."""
     replay: ReplayControls | None = None
 
     def __init__(
@@ -92,6 +94,15 @@ class LiveBackend:
         self.recorder: SessionRecorder | None = None
         self._event_count = 0
         self._views: tuple[int, list[ServerView]] = (-1, [])
+
+    def make_read_only(self, reason: str) -> None:
+        """Show everything, refuse every action with `reason` (a shared box)."""
+        self.read_only = True
+        self.read_only_reason = reason
+
+    def _refuse_if_read_only(self) -> None:
+        if self.read_only:
+            raise ActionRefused(self.read_only_reason or "read-only: actions are refused")
 
     def now(self) -> float:
         return time.monotonic()
@@ -170,6 +181,7 @@ class LiveBackend:
     def plan(self, profile: str, layout: str, variant: str, replacing: str | None = None) -> Plan:
         """Resolve a plan; `replacing` names a server a switch will stop first, so its
         GPUs and port count as free."""
+        self._refuse_if_read_only()
         try:
             loaded = self.catalog.get(profile)
             gpus = self._free_gpus_like(loaded.profile.layouts[layout].gpus, replacing)
@@ -229,6 +241,7 @@ class LiveBackend:
     def launch(self, plan: Plan, progress: Progress) -> ServerView:
         from console.server import actions
 
+        self._refuse_if_read_only()
         try:
             record = actions.launch(self.manager, plan, on_event=progress)
             self._note(f"launched {record.id} ({plan.profile} {plan.layout} {plan.variant})")
@@ -238,6 +251,7 @@ class LiveBackend:
         return _outcome(status, progress)
 
     def stop_server(self, server_id: str, progress: Progress) -> str:
+        self._refuse_if_read_only()
         if self._is_external(server_id):
             raise external_refusal(server_id)
         status = self.manager.status(server_id, probe=False)
@@ -254,6 +268,7 @@ class LiveBackend:
     def restart(self, server_id: str, progress: Progress) -> ServerView:
         from console.server import actions
 
+        self._refuse_if_read_only()
         if self._is_external(server_id):
             raise external_refusal(server_id)
         try:
@@ -267,6 +282,7 @@ class LiveBackend:
         """Stop `server_id` and whatever else holds the plan's GPUs or port, then launch."""
         from console.server import actions
 
+        self._refuse_if_read_only()
         if self._is_external(server_id):
             raise external_refusal(server_id)
         try:
@@ -284,6 +300,7 @@ class LiveBackend:
         """Create the run from `request` and start its runner detached (the CLI's path)."""
         from console.bench.launch import create_run, detach
 
+        self._refuse_if_read_only()
         try:
             run = create_run(request, runs_root=self.runs_root, name=name, demo=self.demo)
             detach(run)
@@ -296,6 +313,7 @@ class LiveBackend:
         from console.bench.request import cell_id
         from console.server.actions import ready_server
 
+        self._refuse_if_read_only()
         try:
             request = request.validate()
             if request.server_id is None:
@@ -310,6 +328,7 @@ class LiveBackend:
         )
 
     def start_campaign(self, request: CampaignRequest) -> str:
+        self._refuse_if_read_only()
         try:
             request = request.check(self.catalog)
         except ConsoleError as exc:
@@ -320,6 +339,7 @@ class LiveBackend:
         """The DDTree budget sweep, placed on a free GPU and port beside what already runs."""
         from console.bench.request import CampaignRequest
 
+        self._refuse_if_read_only()
         path = next((p for p in self.campaigns if p.name == DEMO_CAMPAIGN), None)
         if path is None:
             raise ActionRefused(f"the demo campaign {DEMO_CAMPAIGN} is not installed")

@@ -200,5 +200,7 @@ async def test_a_failing_source_degrades_alone_and_quitting_says_servers_keep_ru
         assert "qwen3.6-27b-tp1-1" in app.screen.query_one("#gpus", Pane).text.plain
         await pilot.press("q")
     message = " ".join(capsys.readouterr().err.split())
-    assert "1 server(s) keep running (qwen3.6-27b-tp1-1)" in message
-    assert "ddconsole down --all" in message
+    assert "1 demo server(s) keep running (qwen3.6-27b-tp1-1)" in message
+    # Demo servers are found by the demo verbs only.
+    assert "`ddconsole ps --demo`" in message
+    assert "`ddconsole down --all --demo`" in message

@@ -131,7 +131,7 @@ async def test_servers_screen_lists_plans_and_refuses_actions_on_a_replay(scene_
         await pilot.press("n")
         await settle(pilot)
         assert not isinstance(app.screen, LaunchScreen)
-        assert any("read-only" in n.message for n in app._notifications)
+        assert any("read-only" in n for n in app.notices)
 
 
 async def test_runs_show_the_design_table_the_finding_and_a_comparison(scene_backend):

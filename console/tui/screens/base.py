@@ -8,6 +8,7 @@ from textual.screen import Screen
 
 from console.tui.backend import Backend
 from console.tui.widgets.keybar import KeyBar
+from console.tui.widgets.notice_line import NoticeLine
 from console.tui.widgets.topbar import TopBar
 
 
@@ -32,6 +33,7 @@ class ConsoleScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield TopBar(self.TITLE, self.backend)
         yield from self.compose_body()
+        yield NoticeLine()
         yield KeyBar()
 
     def compose_body(self) -> ComposeResult:
@@ -43,6 +45,14 @@ class ConsoleScreen(Screen[None]):
 
     def refresh_data(self) -> None:
         """Re-read the backend and update widgets (cheap: no I/O, no blocking calls)."""
+
+    def show_notice(self, message: str, severity: str, timeout: float) -> bool:
+        """Show a notice above the key bar; False when the screen has no notice line yet."""
+        lines = self.query(NoticeLine)
+        if not lines:
+            return False
+        lines.first().show(message, severity, timeout)
+        return True
 
     def refresh_topbar(self, note: str | None = None) -> None:
         for bar in self.query(TopBar):

@@ -1,4 +1,5 @@
-"""The line on top of every screen: where you are, badges (DEMO, REPLAY), the keys."""
+"""The line on top of every screen: where you are, badges (DEMO, REPLAY, READ-ONLY), the
+keys."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from textual.widgets import Static
 
 from console.core.units import format_duration
 from console.tui.backend import Backend
+from console.tui.read_only import live_read_only
 
 SCREEN_KEYS = "d s b r l t ? q"
 
@@ -41,6 +43,9 @@ class TopBar(Static):
                 f"/{format_duration(replay.duration_s)} ",
                 style="bold black on cyan",
             )
+            right.append(" ")
+        if live_read_only(self.backend):
+            right.append(" READ-ONLY ", style="bold white on red")
             right.append(" ")
         if self.backend.demo:
             right.append(" DEMO ", style="bold black on yellow")
