@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
 import json
 import sys
 import time
@@ -174,13 +175,20 @@ def _prefill(store: Any, folder: Path, history_s: float) -> str | None:
     end_mono = recording.t0 + recording.duration_s
     if end_mono > time.monotonic() + 1:  # written before a reboot: another clock
         return None
-    for frame in recording.frames:
-        if frame.kind == "poll" and recording.t0 + frame.t >= time.monotonic() - history_s:
+    # Only the polls within the history are read (found by time through the index): a big
+    # recording costs its indexing, not a parse of every frame.
+    frames, polls = recording.frames, recording.frames.indices("poll")
+    since = time.monotonic() - history_s - recording.t0
+    first = bisect.bisect_left(polls, frames.applied_at(since - 1e-6))  # all before: older
+    for i in polls[first:]:
+        frame = frames[i]
+        if frame.t >= since:
             try:
                 write_result(store, recording.poll_result(frame))
             except (ValueError, KeyError, TypeError):
                 continue
     store.commit()
+    recording.close()
     return str(newest)
 
 
@@ -347,6 +355,8 @@ def _snapshot(args: argparse.Namespace) -> int:
             raise ConsoleError(f"cannot write {out / name}: {exc.strerror or exc}") from None
         written.append(str(out / name))
 
+    # Each run that could not be read, with its reason: in the JSON as in the report.
+    document["unreadable_runs"] = [{"id": run_id, "reason": why} for run_id, why in damaged]
     if "json" in formats:
         write("snapshot.json", json.dumps(document, indent=2, allow_nan=False) + "\n")
     if "md" in formats:

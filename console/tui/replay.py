@@ -115,6 +115,9 @@ class ReadOnlyActions:
     def demo_campaign(self) -> CampaignRequest:
         raise ActionRefused(REFUSED)
 
+    def stop_run(self, run_id: str, progress: Progress) -> str:
+        raise ActionRefused(REFUSED)
+
 
 @dataclass
 class _State:
@@ -228,6 +231,10 @@ class ReplayBackend(ReadOnlyActions):
     @property
     def store(self) -> TimeSeriesStore:
         return self._state.store
+
+    @store.setter
+    def store(self, store: TimeSeriesStore) -> None:
+        self._state.store = store
 
     @property
     def seeking(self) -> bool:

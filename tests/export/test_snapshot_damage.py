@@ -4,9 +4,12 @@ runs are reported as before. Real run folders on disk, the CLI in-process."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+
+import jsonschema
 
 from console.cli.services import Services
 from console.export.snapshot import to_markdown
@@ -16,6 +19,9 @@ FIXTURES = Path(__file__).resolve().parents[1] / "tui" / "fixtures" / "runs"
 GOOD = "20261129-185811-qwen-ddtree-budgets"
 DAMAGED = "20261129-185848-qwen-b15-recheck"
 HEADING = "## Runs that could not be read"
+SCHEMA = json.loads(
+    (Path(__file__).resolve().parents[2] / "docs" / "snapshot.schema.json").read_text()
+)
 
 
 def demo_runs() -> Path:
@@ -52,6 +58,12 @@ def test_snapshot_names_an_unreadable_run_in_the_report_and_one_cli_line(
     latest = markdown.split("## Latest run", 1)[1].split(HEADING, 1)[0]
     assert GOOD in latest
     assert DAMAGED not in latest
+    # snapshot.json lists it too, with the same reason, and still matches its schema.
+    document = json.loads((out / "snapshot.json").read_text())
+    jsonschema.validate(document, SCHEMA)
+    assert [entry["id"] for entry in document["unreadable_runs"]] == [DAMAGED]
+    assert "not a JSON object but an array" in document["unreadable_runs"][0]["reason"]
+    assert document["latest_run"]["run_id"] == GOOD
 
 
 def test_without_damage_the_report_has_no_such_section(
@@ -60,10 +72,11 @@ def test_without_damage_the_report_has_no_such_section(
     root = demo_runs()
     shutil.rmtree(root / DAMAGED)
     out = tmp_path / "snap"
-    result = cli("snapshot", "--demo", "--out", str(out), "--format", "md")
+    result = cli("snapshot", "--demo", "--out", str(out), "--format", "json,md")
     assert result.code == 0, result.err
     assert "warning" not in result.err
     assert HEADING not in (out / "snapshot.md").read_text()
+    assert json.loads((out / "snapshot.json").read_text())["unreadable_runs"] == []
 
 
 def test_without_markdown_the_cli_line_points_to_runs_list(
