@@ -8,6 +8,7 @@ from typing import Any
 
 from console.cli.render import print_json
 from console.cli.services import Services
+from console.cli.simcheck import SIMULATOR, check_with_simulator
 from console.core.errors import PlacementError, ProfileError
 from console.profiles.command import DDTREE_PULL_REQUEST, build_command, entry_argv
 from console.profiles.flagcheck import FlagCheckUnavailable, FlagProblem, check_args
@@ -95,12 +96,17 @@ def run_check(services: Services, args: argparse.Namespace) -> int:
     by_interpreter: dict[str, list[PlanCheck]] = {}
     for check in checks:
         by_interpreter.setdefault(check.interpreter, []).append(check)
+    # Demo mode launches the simulator in place of SGLang: its parser is the one to ask.
+    with_simulator = services.demo and not args.python
     for interpreter, group in by_interpreter.items():
         keys = {f"{c.profile}/{c.layout}/{c.variant}": c for c in group}
         try:
-            results = check_args(
-                interpreter, {k: c.args for k, c in keys.items()}, timeout=args.timeout
-            )
+            if with_simulator:
+                results = check_with_simulator({k: c.args for k, c in keys.items()})
+            else:
+                results = check_args(
+                    interpreter, {k: c.args for k, c in keys.items()}, timeout=args.timeout
+                )
         except FlagCheckUnavailable as exc:
             for check in group:
                 check.error = str(exc)
@@ -111,7 +117,12 @@ def run_check(services: Services, args: argparse.Namespace) -> int:
             check.sglang_version = result.sglang_version
             check.interpreter = result.interpreter
             flags = {p.flag for p in result.problems}
-            if check.needs_ddtree and "--speculative-ddtree-budget" in flags:
+            if with_simulator and check.needs_ddtree:
+                check.notes.append(
+                    f"the simulator stands in for the DDTree build; a real SGLang needs the "
+                    f"pull request {DDTREE_PULL_REQUEST}"
+                )
+            elif check.needs_ddtree and "--speculative-ddtree-budget" in flags:
                 check.notes.append(
                     f"needs an SGLang built with the DDTree pull request {DDTREE_PULL_REQUEST}; "
                     f"SGLang {result.sglang_version} here has no DDTREE"
@@ -138,20 +149,29 @@ def _print_human(broken: list[ProfileError], checks: list[PlanCheck]) -> None:
     for error in broken:
         print(f"BROKEN {error}")
     shown_versions: set[tuple[str, str | None]] = set()
+    said: set[str] = set()
     width = max((len(f"{c.profile} {c.layout} {c.variant}") for c in checks), default=0)
     for check in checks:
         marker = (check.interpreter, check.sglang_version)
         if check.sglang_version and marker not in shown_versions:
             shown_versions.add(marker)
-            print(f"SGLang {check.sglang_version} at {check.interpreter}")
+            where = "as" if check.interpreter == SIMULATOR else "at"
+            print(f"SGLang {check.sglang_version} {where} {check.interpreter}")
         label = f"{check.profile} {check.layout} {check.variant}".ljust(width)
         print(f"  {label}  {'ok' if check.ok else 'FAIL'}")
         if check.placement_error:
             print(f"      placement: {check.placement_error}")
         if check.error:
-            print(f"      {check.error}")
+            # The same reason for every plan of an interpreter (no SGLang there) is said once.
+            print(f"      {check.error if check.error not in said else '(as above)'}")
+            said.add(check.error)
         for problem in check.problems:
             where = f"{problem.flag}: " if problem.flag else ""
             print(f"      {where}{problem.message}")
         for note in check.notes:
-            print(f"      -> {note}")
+            print(f"      -> {note if note not in said else '(as above)'}")
+            said.add(note)
+    failed = sum(1 for c in checks if not c.ok)
+    if checks:
+        total = f"{len(checks)} plan{'s' if len(checks) != 1 else ''}"
+        print(f"{failed} of {total} failed" if failed else f"{total} ok")

@@ -175,9 +175,12 @@ def _up(args: argparse.Namespace) -> int:
     services = _services(args)
     plan = make_plan(services, args.profile, args.layout, args.variant, args.port, args.gpus)
     manager = services.manager()
-    plan = _port_for_up(args, services, manager, plan)
+    if args.port is None:
+        plan = _port_for_up(args, services, manager, plan)
     _say(args, f"up {plan.profile} / {plan.layout} / {plan.variant}")
     print_security_warnings(plan)
+    if args.port is not None:
+        _port_for_up(args, services, manager, plan)
     record = actions.launch(manager, plan, on_event=lambda text: _say(args, text))
     if args.no_wait:
         return _outcome(args, manager.status(record.id, probe=False), waited=False)

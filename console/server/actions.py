@@ -16,6 +16,7 @@ from console.core.auth import bearer_from_env
 from console.core.errors import ConsoleError, UsageError
 from console.core.net import port_is_free
 from console.core.units import format_index_set
+from console.hw.procs import port_owner
 from console.server.manager import DEFAULT_GRACE_S, ServerManager
 from console.server.records import ServerRecord
 from console.server.status import ServerState, ServerStatus
@@ -77,7 +78,9 @@ def port_held(manager: ServerManager, plan: Plan) -> str | None:
                 f"port {plan.port} is promised to managed server {status.id} ({status.state.value})"
             )
     if not port_is_free(plan.port, plan.host):
-        return f"port {plan.port} is in use"
+        owner = port_owner(plan.port)
+        who = f" by pid {owner[0]} ({owner[1][:80]})" if owner else ""
+        return f"port {plan.port} on {plan.host} is in use{who}"
     return None
 
 

@@ -47,7 +47,9 @@ def test_up_moves_off_a_held_port_and_says_so(held_port: int):
     first = dd("up", "qwen3.6-27b", "--layout", "tp1", "--json")
     assert first.returncode == 0, first.stdout + first.stderr
     status = json.loads(first.stdout)
-    assert f"port {held_port} is in use; using port {status['port']}" in first.stderr
+    said = f"port {held_port} on 127.0.0.1 is in use by pid {os.getpid()} "
+    assert said in first.stderr
+    assert f"; using port {status['port']}\n" in first.stderr
     assert status["port"] > held_port
     assert not port_is_free(status["port"])  # the simulator listens there
 
@@ -63,7 +65,7 @@ def test_up_moves_off_a_held_port_and_says_so(held_port: int):
 def test_a_held_port_given_with_port_is_an_error(held_port: int):
     result = dd("up", "qwen3.6-27b", "--layout", "tp1", "--port", str(held_port))
     assert result.returncode == 2
-    assert f"--port {held_port}: port {held_port} is in use" in result.stderr
+    assert f"--port {held_port}: port {held_port} on 127.0.0.1 is in use" in result.stderr
     assert "leave out --port" in result.stderr
     assert "Traceback" not in result.stderr
     listed = dd("ps", "--json")

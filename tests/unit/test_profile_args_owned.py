@@ -234,8 +234,8 @@ def test_a_plan_relaunched_from_its_record_gets_its_secrets_back(user_profiles: 
 
 
 def test_up_warns_before_launching_an_exposed_server(cli, user_profiles: Path) -> None:
-    """The warning comes first; the launch is then refused here because the port is held
-    (nothing starts)."""
+    """The warning comes first; the launch is then refused here because the port given with
+    --port is held (nothing starts; without --port, `up` would move to a free one)."""
     import socket
 
     with socket.socket() as held:
@@ -246,7 +246,17 @@ def test_up_warns_before_launching_an_exposed_server(cli, user_profiles: Path) -
         (user_profiles / "qwen3.6-27b.toml").write_text(
             text.replace("port = 30000", f"port = {port}")
         )
-        result = cli("up", "qwen3.6-27b", "--layout", "tp1", "--variant", "off", "--demo")
+        result = cli(
+            "up",
+            "qwen3.6-27b",
+            "--layout",
+            "tp1",
+            "--variant",
+            "off",
+            "--port",
+            str(port),
+            "--demo",
+        )
     assert result.code != 0
     first = result.err.strip().splitlines()[0]
     assert first.startswith("ddconsole: warning: the server listens on 0.0.0.0:")
