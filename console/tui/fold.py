@@ -58,11 +58,18 @@ def wall_clock(backend: Backend) -> Callable[[], float] | None:
     return time.time
 
 
+def age_text(seconds: float) -> str:
+    """`1h`, `90m`, `2d`, `45s`: the fold age as config.toml writes it."""
+    whole = round(seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if whole >= size and whole % size == 0:
+            return f"{whole // size}{unit}"
+    return f"{whole}s"
+
+
 def folded_note(count: int, after_s: float, shown: bool) -> str:
     """`3 stopped servers hidden (ended over 1h ago) · a shows them`, or how to fold again."""
-    from console.core.units import format_duration
-
-    age = format_duration(after_s)
+    age = age_text(after_s)
     if shown:
         return f"{count} stopped over {age} ago shown · a hides them"
     noun = "server" if count == 1 else "servers"
