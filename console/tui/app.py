@@ -269,11 +269,9 @@ class ConsoleApp(App[None]):
             yield SystemCommand(
                 f"{title} ({key})", what, lambda mode=mode: self.run_worker(self.action_mode(mode))
             )
-        own: set[str] = set()
         if isinstance(screen, ConsoleScreen):
             for binding in screen.BINDINGS:
                 if isinstance(binding, Binding) and binding.show:
-                    own.add(binding.action)
                     key = binding.key_display or binding.key
                     yield SystemCommand(
                         f"{binding.description} ({key})",
@@ -281,8 +279,7 @@ class ConsoleApp(App[None]):
                         self._runner(binding.action, screen),
                     )
         for title, mode, action, what in GLOBAL_ACTIONS:
-            if action not in own:
-                yield SystemCommand(title, what, self._runner(action, None, mode))
+            yield SystemCommand(title, what, self._runner(action, None, mode))
         yield SystemCommand(
             "Snapshot this screen",
             "save what is shown as SVG under the state folder",

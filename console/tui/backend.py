@@ -98,6 +98,11 @@ class Backend(Protocol):
     def demo_campaign(self) -> CampaignRequest:
         """The ready-made demo sweep, placed on a free GPU and port beside running servers."""
 
+    def stop_run(self, run_id: str, progress: Progress) -> str:
+        """Stop a running benchmark or campaign as Ctrl-C does (in-flight requests
+        recorded, partial summary, resumable, its servers stopped) and wait for it; says
+        what is left. ActionRefused when it is not running or cannot be stopped."""
+
 
 class ActionRefused(Exception):
     """The backend cannot do this (a replay, or a bad request); the message says why."""

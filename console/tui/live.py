@@ -30,6 +30,11 @@ if TYPE_CHECKING:
     from console.server.session_recorder import SessionRecorder
 
 
+STOP_RUN_TIMEOUT_S = 90.0
+"""How long the Bench screen waits for a stopped run's runner to end (it stops the
+campaign's server with its grace period first)."""
+
+
 def view_of(status: ServerStatus) -> ServerView:
     data = status.to_json()
     data["plan"] = status.record.plan.to_json()
@@ -348,6 +353,22 @@ class LiveBackend:
             return CampaignRequest.from_file(path, gpus=gpus, port=port)
         except ConsoleError as exc:
             raise ActionRefused(exc.message) from None
+
+    def stop_run(self, run_id: str, progress: Progress) -> str:
+        """Stop a running run as Ctrl-C does and wait for it (its runner stops the servers
+        a campaign launched, which takes a stop's grace period)."""
+        from console.bench.cancel import stop_run
+
+        self._refuse_if_read_only()
+        if not run_id or run_id in (".", "..") or "/" in run_id:
+            raise ActionRefused(f"no run {run_id!r}")
+        progress(f"stopping run {run_id}…")
+        try:
+            message = stop_run(self.runs_root / run_id, timeout_s=STOP_RUN_TIMEOUT_S)
+        except ConsoleError as exc:
+            raise ActionRefused(exc.message) from None
+        self._note(message)
+        return message
 
     def _placement(self) -> tuple[tuple[int, ...], int]:
         """The last free GPU and the first free port from 30100: where the demo sweep runs."""

@@ -24,6 +24,7 @@ from console.tui.app import ConsoleApp
 from console.tui.live import LiveBackend
 from console.tui.screens.bench import BenchScreen
 from console.tui.screens.cells import CellsScreen
+from console.tui.screens.modals import ConfirmScreen
 from tests.conftest import run_cli_subprocess
 from tests.tui.conftest import settle, until
 
@@ -49,6 +50,12 @@ def run_json(backend: LiveBackend) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(root.glob("*/run.json"))]
 
 
+def confirm_detail(app: ConsoleApp) -> str:
+    screen = app.screen
+    assert isinstance(screen, ConfirmScreen)
+    return screen.detail
+
+
 def runner_argv(run_dir: Path) -> list[str]:
     owner = json.loads((run_dir / "owner.json").read_text())
     raw = Path(f"/proc/{owner['pid']}/cmdline").read_bytes()
@@ -72,6 +79,11 @@ async def test_chosen_cells_and_the_demo_sweep_start_from_typed_requests(tmp_pat
         app.screen.query_one("#concurrency", Input).value = "1"
         app.screen.query_one("#requests", Input).value = "2"
         await pilot.press("ctrl+s")
+        # Nothing starts before the confirmation, which says what will run.
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), 15, "confirmation")
+        assert run_json(backend) == []
+        assert "1 level × 2 requests" in confirm_detail(app)
+        await pilot.press("y")
         await until(pilot, lambda: len(run_json(backend)) == 1, 30, "the chosen-cells run")
         meta = run_json(backend)[0]
         request = CampaignRequest.from_json(meta["request"])
@@ -89,6 +101,9 @@ async def test_chosen_cells_and_the_demo_sweep_start_from_typed_requests(tmp_pat
         # The demo sweep: placed beside what runs, stored as a request (its file and the
         # placement), never rewritten as TOML.
         await pilot.press("D")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), 15, "confirmation")
+        assert "4 cells × 1 level" in confirm_detail(app)
+        await pilot.press("y")
         await until(pilot, lambda: len(run_json(backend)) == 2, 30, "the demo sweep's run")
         demo = next(m for m in run_json(backend) if m["run_id"] != meta["run_id"])
         sweep = CampaignRequest.from_json(demo["request"])

@@ -4,6 +4,7 @@ and follow any running campaign live — including ones started elsewhere (detac
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -16,11 +17,13 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
-from console.bench.listing import Progress, RunRow
+from console.bench.estimate import CellSpeed, estimate_bench, estimate_campaign
+from console.bench.listing import LevelProgress, Progress, RunRow
 from console.bench.request import BenchRequest, CampaignRequest
 from console.bench.results import RunSummary
 from console.bench.tables import SUMMARY_HEADERS, summary_rows
 from console.core.errors import ConsoleError
+from console.core.units import format_duration, format_index_set
 from console.tui.backend import ActionRefused, Backend
 from console.tui.screens.base import ConsoleScreen
 from console.tui.screens.cells import CellsChoice, CellsScreen, parse_positive_ints
@@ -35,6 +38,10 @@ COLUMNS = ("RUN", "STATUS", "CELLS", "NOW")
 # levels below), cut with an ellipsis to the room left, then its status and cells.
 NARROW_COLUMNS = ("NAME", "STATUS", "CELLS")
 NARROW_BELOW = 110
+LOAD_DEFAULTS = {"concurrency": "1,4,16", "requests": "32", "input-len": "512", "output-len": "256"}
+DEMO_LOAD_DEFAULTS = {"concurrency": "1,4", "requests": "8", "input-len": "256", "output-len": "96"}
+"""`g`'s load on a demo server: about a minute against the slowest demo cell (Qwen TP1,
+autoregressive, 37.45 ms a step in the simulator's catalog)."""
 
 
 def progress_bar(done: int, planned: int, width: int = 20) -> str:
@@ -47,7 +54,8 @@ class BenchScreen(ConsoleScreen):
     DEFAULT_CSS = """
     BenchScreen #top { height: 2fr; min-height: 8; }
     BenchScreen #pickers { width: 1fr; }
-    BenchScreen #pickers OptionList { height: 1fr; }
+    BenchScreen #pickers OptionList { height: 1fr; min-height: 3; border: none; padding: 0; }
+    BenchScreen #pickers OptionList:focus { background-tint: $foreground 8%; }
     BenchScreen #active { width: 1fr; }
     BenchScreen #load { height: 3; }
     BenchScreen #load Input { width: 1fr; }
@@ -60,6 +68,7 @@ class BenchScreen(ConsoleScreen):
         Binding("c", "campaign", "Run campaign"),
         Binding("p", "cells", "Pick cells"),
         Binding("D", "demo", "Demo campaign"),
+        Binding("x", "stop_run", "Stop run"),
     ]
 
     def __init__(self, backend: Backend) -> None:
@@ -81,15 +90,16 @@ class BenchScreen(ConsoleScreen):
             with Vertical(id="active"):
                 yield Static("runs (newest first)", classes="section")
                 yield DataTable(id="recent", cursor_type="row")
+        load = DEMO_LOAD_DEFAULTS if self.backend.demo else LOAD_DEFAULTS
         with Horizontal(id="load"):
             yield Label("concurrency")
-            yield Input("1,4,16", id="concurrency")
+            yield Input(load["concurrency"], id="concurrency")
             yield Label("requests")
-            yield Input("32", id="requests")
+            yield Input(load["requests"], id="requests")
             yield Label("in")
-            yield Input("512", id="input-len")
+            yield Input(load["input-len"], id="input-len")
             yield Label("out")
-            yield Input("256", id="output-len")
+            yield Input(load["output-len"], id="output-len")
         with VerticalScroll(id="levels"):
             yield Static(Text("select a run to follow it", style="dim"), id="levels-text")
 
@@ -141,11 +151,9 @@ class BenchScreen(ConsoleScreen):
                 {
                     "RUN": row.run_id,
                     "NAME": _cut(row.name or row.run_id, name_width),
-                    "STATUS": Text(
-                        row.status, style="bold yellow" if row.status == "running" else ""
-                    ),
+                    "STATUS": _status_text(row, narrow=self._columns == NARROW_COLUMNS),
                     "CELLS": f"{row.cells_done}/{row.cells}",
-                    "NOW": _progress_text(row.progress),
+                    "NOW": _progress_text(row.progress, row.level),
                 }
                 for row in rows
             ]
@@ -166,7 +174,7 @@ class BenchScreen(ConsoleScreen):
 
     def _name_width(self, table: DataTable[Any], rows: list[RunRow]) -> int:
         """Cells left for NAME (narrow list) once STATUS, CELLS and the padding are in."""
-        status = max([len("STATUS"), *(len(r.status) for r in rows)])
+        status = max([len("STATUS"), *(_status_text(r, narrow=True).cell_len for r in rows)])
         cells = max([len("CELLS"), *(len(f"{r.cells_done}/{r.cells}") for r in rows)])
         padding = 2 * table.cell_padding * len(NARROW_COLUMNS)
         scrollbar = 2
@@ -203,14 +211,7 @@ class BenchScreen(ConsoleScreen):
         head.append(f"[{summary.status}]", style="yellow" if summary.status != "done" else "green")
         parts: list[Any] = [head]
         if row is not None and row.progress:
-            progress = row.progress
-            parts.append(
-                Text(
-                    f"now: {progress.cell} level {progress.level}  "
-                    f"{progress_bar(progress.done, progress.planned)} "
-                    f"{progress.done}/{progress.planned} requests"
-                )
-            )
+            parts.append(Text(_now_line(row.progress, row.level)))
         width = self.size.width
         parts.append(rows_table(SUMMARY_HEADERS, summary_rows(summary), width - 2))
         for finding in summary.findings:
@@ -221,16 +222,32 @@ class BenchScreen(ConsoleScreen):
         self.query_one("#levels-text", Static).update(view)
 
     # -- actions -------------------------------------------------------------------------
+    # Read-only consoles never get here: the app refuses these actions first.
 
-    def _read_only(self) -> bool:
-        if self.backend.read_only:
-            self.notify("read-only: this is a replay", severity="warning")
-            return True
-        return False
+    def _speed(self, cell: tuple[str, str, str]) -> CellSpeed | None:
+        """A cell's decode speed where it is known: the demo simulator's own model."""
+        if not self.backend.demo:
+            return None
+        from console.tui.sim_speed import sim_cell_speed
+
+        return sim_cell_speed(self.backend.catalog, cell)
+
+    def _gpus_of(self, request: CampaignRequest) -> str:
+        """The GPUs a campaign's servers will hold (its override, else each layout's)."""
+        spec = request.spec
+        if spec.gpus:
+            return format_index_set(list(spec.gpus))
+        gpus: set[int] = set()
+        for cell in spec.cell_list():
+            try:
+                gpus |= set(
+                    self.backend.catalog.get(cell.profile).profile.layouts[cell.layout].gpus
+                )
+            except (ConsoleError, KeyError):
+                continue
+        return format_index_set(sorted(gpus)) if gpus else "-"
 
     def action_bench(self) -> None:
-        if self._read_only():
-            return
         targets = self.query_one("#targets", OptionList)
         if targets.highlighted is None or not self._targets:
             self.notify(
@@ -238,6 +255,7 @@ class BenchScreen(ConsoleScreen):
             )
             return
         server_id = self._targets[targets.highlighted]
+        server = next((s for s in self.backend.servers() if s.id == server_id), None)
         try:
             request = BenchRequest(
                 server_id=server_id,
@@ -255,60 +273,153 @@ class BenchScreen(ConsoleScreen):
         except ValueError as exc:
             self.notify(str(exc), severity="error")
             return
-        self._start(lambda: self.backend.start_bench(request), f"benchmark of {server_id}")
+
+        def ask() -> tuple[str, str]:
+            speed = (
+                None
+                if server is None
+                else self._speed((server.profile, server.layout, server.variant))
+            )
+            label = f"{server.label} on :{server.port}" if server is not None else server_id
+            return (
+                f"Benchmark {server_id}?",
+                f"{label}: {estimate_bench(request, speed).describe()} "
+                f"({request.input_len} in, {request.output_len} out). It runs detached; "
+                "x on its row stops it.",
+            )
+
+        self._confirm(ask, lambda: self.backend.start_bench(request), f"benchmark of {server_id}")
 
     def action_campaign(self) -> None:
-        if self._read_only():
-            return
         files = self.query_one("#campaigns", OptionList)
         if files.highlighted is None:
             self.notify("no campaign files found", severity="warning")
             return
         option = files.get_option_at_index(files.highlighted)
         path = Path(str(option.id))
+        loaded: list[CampaignRequest] = []
 
-        def start() -> str:
-            return self.backend.start_campaign(CampaignRequest.from_file(path))
-
-        def confirmed(yes: bool | None) -> None:
-            if yes:
-                self._start(start, f"campaign {path.stem}")
-
-        self.app.push_screen(
-            ConfirmScreen(
+        def ask() -> tuple[str, str]:
+            request = CampaignRequest.from_file(path)
+            loaded.append(request)
+            return (
                 f"Run campaign {path.stem}?",
-                f"{path}\nEach cell launches its server, loads it and stops it; servers "
-                "holding the same GPUs are in the way. It runs detached and keeps going if "
-                "you quit.",
-            ),
-            confirmed,
-        )
+                f"{path}\n{estimate_campaign(request, self._speed).describe()}; servers on "
+                f"GPUs {self._gpus_of(request)}. Each cell launches its server, loads it and "
+                "stops it; servers holding the same GPUs are in the way. It runs detached "
+                "and keeps going if you quit; x on its row stops it.",
+            )
+
+        self._confirm(ask, lambda: self.backend.start_campaign(loaded[-1]), f"campaign {path.stem}")
 
     def action_cells(self) -> None:
-        if self._read_only():
-            return
-
         def chosen(choice: CellsChoice | None) -> None:
             if choice is None:
                 return
-            request = CampaignRequest.from_cells(
-                choice.cells, concurrency=choice.concurrency, requests=choice.requests
+            try:
+                request = CampaignRequest.from_cells(
+                    choice.cells, concurrency=choice.concurrency, requests=choice.requests
+                )
+            except ConsoleError as exc:
+                self.notify(exc.message, severity="error")
+                return
+            names = ", ".join("/".join(cell) for cell in choice.cells[:6])
+            more = f" and {len(choice.cells) - 6} more" if len(choice.cells) > 6 else ""
+
+            def ask() -> tuple[str, str]:
+                return (
+                    f"Run {len(choice.cells)} chosen cell(s)?",
+                    f"{estimate_campaign(request, self._speed).describe()}; servers on GPUs "
+                    f"{self._gpus_of(request)}.\n{names}{more}\nEach cell launches its "
+                    "server, loads it and stops it; it runs detached.",
+                )
+
+            self._confirm(
+                ask, lambda: self.backend.start_campaign(request), "campaign of chosen cells"
             )
-            self._start(lambda: self.backend.start_campaign(request), "campaign of chosen cells")
 
         self.app.push_screen(CellsScreen(self.backend.catalog), chosen)
 
     def action_demo(self) -> None:
-        if self._read_only():
+        placed: list[CampaignRequest] = []
+
+        def ask() -> tuple[str, str]:
+            request = self.backend.demo_campaign()
+            placed.append(request)
+            return (
+                "Run the demo campaign (DDTree budget sweep)?",
+                f"{estimate_campaign(request, self._speed).describe()}; its server on GPU "
+                f"{self._gpus_of(request)}, port {request.spec.port}. It runs detached; x on "
+                "its row stops it.",
+            )
+
+        self._confirm(
+            ask,
+            lambda: self.backend.start_campaign(placed[-1]),
+            "demo campaign (DDTree budget sweep)",
+        )
+
+    def action_stop_run(self) -> None:
+        run_id = self._selected_run()
+        row = next((r for r in self.runs if r.run_id == run_id), None)
+        if row is None:
+            self.notify("select a run in the runs list first", severity="warning")
+            return
+        if row.status != "running":
+            self.notify(f"run {row.run_id} is {row.status}: nothing to stop", severity="warning")
+            return
+        what = "campaign" if row.kind == "campaign" else "benchmark"
+        where = f"; now {_now_line(row.progress, row.level)}" if row.progress else ""
+        detail = (
+            f"{row.run_id}: {row.cells_done}/{row.cells} cells done{where}.\nThe level in "
+            "progress is recorded as interrupted, the summary kept, the servers it launched "
+            "stopped; a campaign can be resumed."
+        )
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self._stop_run(row.run_id)
+
+        self.app.push_screen(
+            ConfirmScreen(f"Stop {what} {row.name or row.run_id}?", detail), confirmed
+        )
+
+    @work(thread=True, group="bench-stop")
+    def _stop_run(self, run_id: str) -> None:
+        def progress(line: str) -> None:
+            self.app.call_from_thread(self.notify, line, timeout=3)
+
+        try:
+            message = self.backend.stop_run(run_id, progress)
+        except ActionRefused as exc:
+            self.app.call_from_thread(self.notify, exc.message, severity="error")
+            return
+        except Exception as exc:  # the worker must report, not die silently
+            self.app.call_from_thread(self.notify, f"{type(exc).__name__}: {exc}", severity="error")
+            return
+        self.app.call_from_thread(self.notify, message, timeout=10)
+        self._listed_at = 0.0
+
+    @work(thread=True, group="bench-confirm")
+    def _confirm(
+        self, ask: Callable[[], tuple[str, str]], action: Callable[[], str], what: str
+    ) -> None:
+        """Work out what the action will do (its estimate reads profiles and campaign
+        files), ask, and start it on yes."""
+        try:
+            title, detail = ask()
+        except (ActionRefused, ConsoleError) as exc:
+            self.app.call_from_thread(self.notify, exc.message, severity="error")
             return
 
-        def start() -> str:
-            return self.backend.start_campaign(self.backend.demo_campaign())
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._start(action, what)
 
-        self._start(start, "demo campaign (DDTree budget sweep)")
+        self.app.call_from_thread(self.app.push_screen, ConfirmScreen(title, detail), answered)
 
     @work(thread=True, group="bench-start")
-    def _start(self, action: Any, what: str) -> None:
+    def _start(self, action: Callable[[], str], what: str) -> None:
         self.app.call_from_thread(self.notify, f"starting {what}…", timeout=2)
         try:
             run_id = action()
@@ -326,7 +437,56 @@ def _cut(name: str, width: int) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
-def _progress_text(progress: Progress | None) -> str:
+def _eta(level: LevelProgress | None) -> str:
+    return "" if level is None or level.eta_s is None else f"ETA {format_duration(level.eta_s)}"
+
+
+def _status_text(row: RunRow, *, narrow: bool) -> Text:
+    """The status; a running row with a level in progress says how far it is, in the
+    narrow list too (where there is no NOW column)."""
+    if row.status != "running":
+        return Text(row.status)
+    level = row.level
+    if not narrow or level is None:
+        return Text(row.status, style="bold yellow")
+    total = "?" if level.total is None else str(level.total)
+    return Text(f"▶ {level.completed}/{total} {_eta(level)}".rstrip(), style="bold yellow")
+
+
+def _level_numbers(level: LevelProgress) -> str:
+    """`12/32 · 151.2 tok/s · 1 err · ETA 1m20s`."""
+    total = "?" if level.total is None else str(level.total)
+    parts = [f"{level.completed}/{total}"]
+    if level.output_tok_s is not None:
+        parts.append(f"{level.output_tok_s:.1f} tok/s")
+    parts.append(f"{level.errors} err")
+    if level.eta_s is not None:
+        parts.append(_eta(level))
+    return " · ".join(parts)
+
+
+def _progress_text(progress: Progress | None, level: LevelProgress | None) -> str:
     if not progress:
         return ""
+    if level is not None:
+        return f"{progress.cell} L{level.index + 1}/{level.of} {_level_numbers(level)}"
     return f"{progress.cell} L{progress.level} {progress.done}/{progress.planned}"
+
+
+def _now_line(progress: Progress | None, level: LevelProgress | None) -> str:
+    """The run detail's line on the level in progress, with its live numbers when the
+    runner writes them."""
+    if progress is None:
+        return ""
+    if level is None:
+        return (
+            f"now: {progress.cell} level {progress.level}  "
+            f"{progress_bar(progress.done, progress.planned)} "
+            f"{progress.done}/{progress.planned} requests"
+        )
+    done, planned = level.completed, level.total or 0
+    return (
+        f"now: {progress.cell} level {level.index + 1}/{level.of} ({level.label})  "
+        f"{progress_bar(done, planned)} {_level_numbers(level)} · "
+        f"{format_duration(level.elapsed_s)} elapsed"
+    )
