@@ -118,9 +118,6 @@ class ReadOnlyActions:
     def stop_run(self, run_id: str, progress: Progress) -> str:
         raise ActionRefused(REFUSED)
 
-    def stop_run(self, run_id: str, progress: Progress) -> str:
-        raise ActionRefused(REFUSED)
-
 
 @dataclass
 class _State:
