@@ -99,7 +99,11 @@ async def test_every_action_key_and_palette_entry_is_refused_with_a_notice() -> 
             app.screen.query_one(Input).value = title
             await pilot.pause(0.3)
             await pilot.press("enter")
-            await until(pilot, lambda n=before: len(notices(app)) > n, 10, f"palette {title}")
+
+            def refused(count: int = before) -> bool:
+                return len(notices(app)) > count
+
+            await until(pilot, refused, 10, f"palette {title}")
             await settle(pilot)
             assert not isinstance(app.screen, ModalScreen), f"palette {title} opened a dialog"
             assert notices(app)[before:] == [reason], title
