@@ -142,10 +142,23 @@ def distinct_names(runs: Sequence[tuple[str, str]], width: int) -> list[str]:
         if stamp is not None and width >= 16:
             when = f"{stamp[1]}:{stamp[2]}:{stamp[3]}"
             labels[index] = f"{when} {middle_cut(name or run_id, width - len(when) - 1)}"
-    for index in _clashing(labels):
-        run_id = runs[index][0]
-        labels[index] = run_id if len(run_id) <= width else "…" + run_id[1 - width :]
+    clashing = _clashing(labels)
+    alike = list(labels)
+    for index in clashing:
+        others = [runs[i][0] for i in clashing if alike[i] == alike[index] and i != index]
+        labels[index] = _around_difference(runs[index][0], others, width)
     return labels
+
+
+def _around_difference(run_id: str, others: list[str], width: int) -> str:
+    """The part of `run_id` where it first differs from `others`, cut to `width` cells."""
+    if len(run_id) <= width:
+        return run_id
+    differs = min((_shared_start(run_id, other) for other in others), default=0)
+    keep = max(1, width - 2)
+    start = max(0, min(differs - keep // 2, len(run_id) - keep))
+    piece = run_id[start : start + keep]
+    return ("…" if start > 0 else "") + piece + ("…" if start + keep < len(run_id) else "")
 
 
 _RUN_TIME = re.compile(r"^\d{8}-(\d{2})(\d{2})(\d{2})")
@@ -157,3 +170,13 @@ def _clashing(labels: list[str]) -> list[int]:
     for label in labels:
         seen[label] = seen.get(label, 0) + 1
     return [index for index, label in enumerate(labels) if seen[label] > 1]
+
+
+def _shared_start(first: str, second: str) -> int:
+    """How many leading characters two strings share."""
+    count = 0
+    for a, b in zip(first, second, strict=False):
+        if a != b:
+            break
+        count += 1
+    return count
