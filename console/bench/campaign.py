@@ -45,7 +45,7 @@ from console.bench.runmeta import Attempt
 from console.bench.summary import write_summaries
 from console.bench.tables import fmt
 from console.bench.workload import Workload
-from console.core.errors import ServerStartFailed
+from console.core.errors import ServerStartFailed, ServerStoppedByUser
 from console.core.http import JSON_MAX_BYTES, get_capped
 from console.core.redact import argv_secrets, field_secrets, redact_json
 from console.hw.backend import GpuBackend
@@ -53,6 +53,10 @@ from console.telemetry.sglang_source import time_scale
 from console.topology.placement import Plan
 
 Event = Callable[[str], None]
+OUTSIDE_STOP = "server stopped by user"
+"""The reason a cell and its level are interrupted when their server is stopped from outside
+the campaign (the campaign then stops: no score for the cell, no next server)."""
+OUTSIDE_WATCH_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -97,6 +101,9 @@ class ServerControl(Protocol):
 
     def stop(self, server_id: str) -> list[str] | None:
         """Stop the cell's server; returns warnings (a state file left unwritten)."""
+
+    def stopped_elsewhere(self, server_id: str) -> bool:
+        """Whether someone else (`down`, the TUI) asked the server to stop."""
 
 
 @dataclass
@@ -204,6 +211,8 @@ class CampaignRunner:
         self.stop = asyncio.Event()
         self.attempt = 1
         self._progress = Progress(cell=None, level=None, done=0, planned=0)
+        self.stopped_from_outside: str | None = None
+        """The cell whose server was stopped from outside, once that stopped the run."""
 
     # -- bookkeeping ---------------------------------------------------------------------
 
@@ -323,6 +332,15 @@ class CampaignRunner:
                     cell.variant or "",
                     self.on_event,
                 )
+            except ServerStoppedByUser as exc:
+                self._cell_meta(
+                    cell, lambda c: replace(c, status="interrupted", reason=OUTSIDE_STOP)
+                )
+                self.on_event(f"{cell.cell_id}: interrupted: {exc.message}; the campaign stops")
+                self.stopped_from_outside = cell.cell_id
+                self.stop.set()
+                write_summaries(self.run)
+                return
             except ServerStartFailed as exc:
                 why = exc.message
                 self._cell_meta(cell, lambda c: replace(c, status="failed", reason=why))
@@ -416,7 +434,13 @@ class CampaignRunner:
         self._write_progress()
         self.on_event(f"{cell.cell_id}: level {level.index} ({level.label})")
 
+        watched = server if cell.fixed is None and self.control is not None else None
+
         def on_result(index: int, result: RequestResult) -> None:
+            if result.error is not None and watched is not None:
+                # A refused or broken request is the first sign of a `down`: stop the level
+                # before the rest of it fails against a server that is gone.
+                self._check_outside_stop(cell, watched)
             self.run.append(
                 "requests.jsonl",
                 {
@@ -431,6 +455,7 @@ class CampaignRunner:
             tracker.add(result)
 
         ticker = asyncio.create_task(self._tick_progress(tracker))
+        watcher = asyncio.create_task(self._watch_outside_stop(cell, watched)) if watched else None
         try:
             outcome = await run_level(
                 client,
@@ -442,15 +467,22 @@ class CampaignRunner:
                 stop=self.stop,
             )
         finally:
-            ticker.cancel()
-            await asyncio.gather(ticker, return_exceptions=True)
+            for task in (ticker, watcher):
+                if task is not None:
+                    task.cancel()
+            await asyncio.gather(*(t for t in (ticker, watcher) if t), return_exceptions=True)
         self._progress = tracker.progress()
         self._write_progress()
         errors = [r for r in outcome.results if r.error]
         failure = None
-        if errors and cell.fixed is None and self.control is not None:
+        if errors and watched is not None:
+            self._check_outside_stop(cell, watched)
+        outside = self.stopped_from_outside == cell.cell_id
+        if errors and watched is not None and not outside:
             failure = await asyncio.to_thread(self._failure_of, cell)
-        status = "interrupted" if outcome.interrupted else ("failed" if failure else "done")
+        status = "interrupted" if outcome.interrupted or outside else "done"
+        if failure and status == "done":
+            status = "failed"
         record = LevelRecord(
             cell=cell.cell_id,
             level=level.index,
@@ -466,7 +498,7 @@ class CampaignRunner:
             counters_before=outcome.counters_before,
             counters_after=outcome.counters_after,
             status=status,
-            error=failure,
+            error=OUTSIDE_STOP if outside else failure,
             flush_error=outcome.flush_error,
         )
         self.run.append("levels.jsonl", record.to_json())
@@ -485,11 +517,30 @@ class CampaignRunner:
         )
         if level_summary is not None:
             self.on_event(_level_line(cell.cell_id, level_summary))
+        if outside:
+            self._cell_meta(cell, lambda c: replace(c, status="interrupted", reason=OUTSIDE_STOP))
+            self.on_event(f"{cell.cell_id}: interrupted: {OUTSIDE_STOP}; the campaign stops")
+            return None
         if failure:
             self._cell_meta(cell, lambda c: replace(c, status="failed", reason=failure))
             self.on_event(f"{cell.cell_id}: FAILED: {failure}")
             return None
         return outcome
+
+    def _check_outside_stop(self, cell: CellPlan, server_id: str) -> None:
+        """Stop the run when the cell's server was asked to stop by someone else."""
+        if self.stopped_from_outside is not None or self.control is None:
+            return
+        if self.control.stopped_elsewhere(server_id):
+            self.stopped_from_outside = cell.cell_id
+            self.stop.set()
+
+    async def _watch_outside_stop(self, cell: CellPlan, server_id: str) -> None:
+        """Check for an outside stop twice a second while the level runs (a server stopped
+        between requests fails none of them)."""
+        while self.stopped_from_outside is None:
+            await asyncio.sleep(OUTSIDE_WATCH_S)
+            self._check_outside_stop(cell, server_id)
 
     def _failure_of(self, cell: CellPlan) -> str | None:
         entry = next((c for c in self._cells_on_disk() if c.cell_id == cell.cell_id), None)
@@ -507,10 +558,10 @@ class CampaignRunner:
 
 def _level_line(cell_id: str, level: LevelSummary) -> str:
     errors = f", {level.errors} errors" if level.errors else ""
-    if level.status == "failed":
-        # No throughput for a failed level: why it failed instead.
+    if level.status == "failed" or (level.status == "interrupted" and level.reason):
+        # No throughput for a failed or cut-short level: why it ended instead.
         return (
-            f"{cell_id}: level {level.level} failed: {level.reason or '?'}"
+            f"{cell_id}: level {level.level} {level.status}: {level.reason or '?'}"
             f" ({level.requests} requests{errors})"
         )
     return (

@@ -31,6 +31,8 @@ __all__ = [
 ]
 
 POLL_S = 0.1
+EXIT_GRACE_S = 5.0
+"""How long a runner that has recorded its end is waited for to exit."""
 
 
 class UnknownRun(UsageError):
@@ -175,12 +177,18 @@ def stop(run_dir: Path, *, timeout_s: float = 30.0) -> StoppedRun:
     if not send_signal(pid, signal.SIGTERM, ticks):
         raise _not_running(run, run.meta())
     deadline = time.monotonic() + timeout_s
+    ended_at: float | None = None
     while True:
-        # The runner gives up its claim before it writes the final status: wait for both,
-        # or for the process itself to be gone.
-        gone = not is_running(pid, ticks)
+        # Stopped when the runner has exited. One that lives on after giving up its claim
+        # and writing the final status (a console that ran the run in-process) is given
+        # `EXIT_GRACE_S` more, then taken as stopped.
+        if not is_running(pid, ticks):
+            meta = run.meta()
+            break
         meta = run.meta()
-        if gone or (run.owner_alive() is None and meta.status != "running"):
+        if ended_at is None and run.owner_alive() is None and meta.status != "running":
+            ended_at = time.monotonic()
+        if ended_at is not None and time.monotonic() - ended_at >= EXIT_GRACE_S:
             break
         if time.monotonic() >= deadline:
             raise RunDidNotStop(

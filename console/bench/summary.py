@@ -102,7 +102,10 @@ def summarize_level(
     # Every request failed: the level failed, whatever the runner recorded.
     status = "failed" if requests and not ok else level.status
     reason = None
-    if status == "failed":
+    if level.status == "interrupted" and level.error:
+        # Its server was stopped from outside: the requests it broke are no verdict on it.
+        status, reason = "interrupted", level.error
+    elif status == "failed":
         # The server's own failure (it crashed mid-level) explains its requests' errors.
         reason = level.error or most_common_error(errors)
     return LevelSummary(
@@ -264,8 +267,8 @@ def best_per_level(cells: Sequence[CellSummary]) -> tuple[BestLevel, ...]:
     for cell in cells:
         for level in cell.levels:
             tok_s = level.output_tok_s
-            if tok_s is None or level.requests == 0:
-                continue
+            if tok_s is None or level.requests == 0 or level.status == "interrupted":
+                continue  # a level cut short is no result
             key = (level.concurrency, level.rate)
             if key not in best or tok_s > best[key].output_tok_s:
                 best[key] = BestLevel(

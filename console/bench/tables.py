@@ -71,9 +71,13 @@ class Column:
 
 
 def _requests(_: CellSummary, level: LevelSummary) -> str:
-    """`16 ok, 2 err`; a failed level also says why (`0 ok, 4 err; failed: HTTP 401: ...`)."""
+    """`16 ok, 2 err`; a failed level also says why (`0 ok, 4 err; failed: HTTP 401: ...`),
+    and so does one cut short with a reason (`3 ok, 1 err; interrupted: server stopped by
+    user`)."""
     text = f"{level.requests} ok" + (f", {level.errors} err" if level.errors else "")
-    return text + (f"; failed: {level.reason or '?'}" if level.status == "failed" else "")
+    if level.status in ("failed", "interrupted") and (level.reason or level.status == "failed"):
+        text += f"; {level.status}: {level.reason or '?'}"
+    return text
 
 
 def _column(
@@ -267,7 +271,7 @@ def view_rows(summary: RunSummary, view: Sequence[str], *, failed_cells: bool) -
         if not cell.levels and failed_cells:
             blank = LevelSummary(level=-1)
             row = [c.text(cell, blank) if c.per_cell else "-" for c in columns]
-            row[-1] = f"{cell.status}: {cell.reason or ''}"
+            row[-1] = f"{cell.status}: {cell.reason}" if cell.reason else cell.status
             rows.append(row)
         for level in cell.levels:
             rows.append([c.text(cell, level) for c in columns])

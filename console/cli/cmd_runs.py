@@ -1,4 +1,4 @@
-"""`ddconsole runs list|show|compare|import`."""
+"""`ddconsole runs list|show|compare|import|stop`."""
 
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ if TYPE_CHECKING:
 
 
 def register(verbs: Any, common: argparse.ArgumentParser) -> None:
-    runs = verbs.add_parser("runs", parents=[common], help="list, show, compare and import runs")
+    runs = verbs.add_parser(
+        "runs", parents=[common], help="list, show, compare, import and stop runs"
+    )
     sub = runs.add_subparsers(title="actions", metavar="ACTION")
     runs.set_defaults(handler=_runs_list, json=False, out=None)
     r_list = sub.add_parser("list", parents=[common], help="every run")
@@ -43,6 +45,23 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
     r_imp.add_argument("--json", action="store_true")
     r_imp.add_argument("--out", type=Path, default=None, metavar="DIR")
     r_imp.set_defaults(handler=_runs_import)
+    r_stop = sub.add_parser(
+        "stop",
+        parents=[common],
+        help="stop a running benchmark or campaign as Ctrl-C would (resumable)",
+    )
+    r_stop.add_argument("run", metavar="RUN", help="run id or a unique prefix of one")
+    r_stop.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    r_stop.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds to wait for the run to end (default 30)",
+    )
+    r_stop.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    r_stop.add_argument("--out", type=Path, default=None, metavar="DIR", help="results folder")
+    r_stop.set_defaults(handler=_runs_stop)
 
 
 def _runs_list(args: argparse.Namespace) -> int:
@@ -165,4 +184,33 @@ def _runs_import(args: argparse.Namespace) -> int:
     else:
         print(f"imported {args.file} as run {run.run_id}")
         print_summary(summary)
+    return 0
+
+
+def _runs_stop(args: argparse.Namespace) -> int:
+    """Exit 0 once stopped, 1 when it could not be (not running, declined, still running
+    after --timeout), 2 for an unknown run."""
+    import sys
+
+    from console.bench.cancel import stop, stop_prompt
+    from console.bench.rundir import RunDir
+    from console.core.errors import UsageError
+
+    if not args.timeout > 0:
+        raise UsageError(f"--timeout must be a positive number of seconds, not {args.timeout:g}")
+    run = RunDir.open(runs_root(args, services(args)), args.run)
+    question = stop_prompt(run.path)
+    if not args.yes and sys.stdin.isatty():
+        try:
+            answer = input(f"{question} [y/N] ")
+        except EOFError:
+            answer = ""
+        if answer.strip().lower() not in ("y", "yes"):
+            print(f"not stopped: run {run.run_id} keeps running", file=sys.stderr)
+            return 1
+    stopped = stop(run.path, timeout_s=args.timeout)
+    if args.json:
+        print_json(stopped.to_json())
+    else:
+        print(stopped.message)
     return 0

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from console.bench.launch import Detached
     from console.bench.results import RunSummary
     from console.bench.rundir import RunDir
+    from console.cli.progress_line import ProgressPrinter
     from console.cli.services import Services
 
 
@@ -75,6 +76,13 @@ def say(args: argparse.Namespace, text: str) -> None:
     print(text, file=sys.stderr if getattr(args, "json", False) else sys.stdout, flush=True)
 
 
+def progress_printer(args: argparse.Namespace) -> ProgressPrinter:
+    """Where a foreground run's events and progress go: the stream `say` writes to."""
+    from console.cli.progress_line import ProgressPrinter
+
+    return ProgressPrinter(sys.stderr if getattr(args, "json", False) else sys.stdout)
+
+
 def fingerprint(services: Services) -> dict[str, Any]:  # run.json's JSON, kept verbatim
     """The host the run ran on (written verbatim to run.json)."""
     from console.bench.campaign import fingerprint
@@ -113,6 +121,13 @@ def finish(args: argparse.Namespace, run: RunDir, status: str, resume_hint: str)
     else:
         print_summary(summary)
     if status == "interrupted":
+        from console.bench.campaign import OUTSIDE_STOP
+
+        outside = [c.cell_id for c in summary.cells if c.reason == OUTSIDE_STOP]
+        if outside:
+            # Its server was stopped from outside: the campaign stopped with it.
+            say(args, f"campaign stopped: {outside[0]}: {OUTSIDE_STOP}; {resume_hint}")
+            return 1
         say(args, f"interrupted; {resume_hint}")
         return 130
     failed = [c for c in summary.cells if c.status == "failed"]
@@ -137,6 +152,8 @@ def failure_verdict(summary: RunSummary) -> tuple[str | None, bool]:
     partial: list[str] = []
     for cell in summary.cells:
         for level in cell.levels:
+            if level.status == "interrupted":
+                continue  # cut short (Ctrl-C, a stop): not a verdict on the server
             total = level.requests + level.errors
             where = _level_name(level.level, level.concurrency, level.rate)
             if level.status == "failed" or (level.errors and not level.requests):
@@ -160,7 +177,7 @@ def _level_name(index: int, concurrency: int | None, rate: float | None) -> str:
 
 
 def report_detached(args: argparse.Namespace, detached: Detached) -> int:
-    """Say where a detached run went and how to follow it."""
+    """Say where a detached run went, how to follow it and how to stop it."""
     if args.json:
         print_json(detached.to_json())
     else:
@@ -168,6 +185,7 @@ def report_detached(args: argparse.Namespace, detached: Detached) -> int:
         print(
             f"running in the background as run {detached.run_id} ({detached.run_dir}), "
             f"pid {detached.pid}\n"
-            f"follow it: ddconsole runs show {detached.run_id} --follow{demo}"
+            f"follow it: ddconsole runs show {detached.run_id} --follow{demo}\n"
+            f"stop it:   ddconsole runs stop {detached.run_id}{demo}"
         )
     return 0

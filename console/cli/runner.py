@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from console.bench.campaign import CampaignRunner, CellPlan
     from console.bench.request import BenchRequest, CampaignRequest, RunRequest
     from console.bench.rundir import RunDir
+    from console.cli.progress_line import ProgressPrinter
     from console.cli.services import Services
 
 
@@ -90,9 +91,11 @@ def build_runner(
     run: RunDir,
     request: RunRequest,
     cells: list[CellPlan] | None = None,
+    printer: ProgressPrinter | None = None,
 ) -> CampaignRunner:
     """The runner for `request` into `run`; a benchmark's cell may be given (already
-    resolved by the caller), else it is resolved here."""
+    resolved by the caller), else it is resolved here. Its events and progress go to
+    `printer` (plain lines on the progress stream when none is given)."""
     from console.bench.campaign import CampaignRunner, RunOptions
     from console.bench.client import Endpoint
     from console.bench.request import BenchRequest
@@ -122,7 +125,8 @@ def build_runner(
         options,
         control=control,
         gpu_backend=services.gpu_backend,
-        on_event=lambda text: rc.say(args, text),
+        on_event=printer.event if printer else lambda text: rc.say(args, text),
+        on_progress=printer.progress if printer else None,
     )
 
 
@@ -136,8 +140,12 @@ def run_in_process(
     cells: list[CellPlan] | None = None,
 ) -> int:
     """Run to the end (or a signal) here, then print the summary; the exit status."""
-    runner = build_runner(args, services, run, request, cells)
-    status = rc.execute(args, runner)
+    printer = rc.progress_printer(args)
+    runner = build_runner(args, services, run, request, cells, printer)
+    try:
+        status = rc.execute(args, runner)
+    finally:
+        printer.close()
     return rc.finish(args, run, status, resume_hint)
 
 
@@ -171,7 +179,8 @@ def _run_request(args: argparse.Namespace) -> int:
             run.update_meta(
                 lambda meta: dataclasses.replace(meta, fingerprint=rc.fingerprint(services))
             )
-        runner = build_runner(args, services, run, request)
+        printer = rc.progress_printer(args)
+        runner = build_runner(args, services, run, request, printer=printer)
     except ConsoleError as exc:
         # A run that never started says why in its own folder (`runs list`, the TUI).
         why = exc.message
@@ -179,5 +188,8 @@ def _run_request(args: argparse.Namespace) -> int:
             run.update_meta(lambda meta: dataclasses.replace(meta, status="failed", error=why))
         raise
     rc.say(args, f"run {run.run_id} -> {run.path}")
-    status = rc.execute(args, runner)
+    try:
+        status = rc.execute(args, runner)
+    finally:
+        printer.close()
     return rc.finish(args, run, status, resume_hint(services, run, request))

@@ -44,3 +44,8 @@ class StateError(ConsoleError):
 
 class ServerStartFailed(ConsoleError):
     """A server launched for a benchmark cell failed or never became ready."""
+
+
+class ServerStoppedByUser(ServerStartFailed):
+    """A server launched for a benchmark cell was stopped from outside (`down`, the TUI)
+    before it was ready; the campaign stops instead of launching the next cell."""

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from os import getpid
 
-from console.core.errors import ConsoleError, ServerStartFailed
+from console.core.errors import ConsoleError, ServerStartFailed, ServerStoppedByUser
 from console.profiles.command import build_command
 from console.profiles.loader import ProfileCatalog
 from console.server.actions import auth_headers, launch_interpreter
@@ -67,6 +68,8 @@ class ManagedControl:
             timeout=self.ready_timeout_s,
             on_event=lambda elapsed, label: on_event(f"  {record.id} {elapsed:6.1f}s {label}"),
         )
+        if status.state is ServerState.STOPPED and self.stopped_elsewhere(record.id):
+            raise ServerStoppedByUser(f"{record.id}: {status.reason or 'stopped by the user'}")
         if status.state is not ServerState.READY:
             reason = status.reason or f"not ready after {self.ready_timeout_s:.0f} s"
             if not status.state.terminal:
@@ -77,6 +80,15 @@ class ManagedControl:
     def failure(self, server_id: str) -> str | None:
         status = self.manager.status(server_id, probe=False)
         return status.reason if status.state is ServerState.FAILED else None
+
+    def stopped_elsewhere(self, server_id: str) -> bool:
+        """Whether another process asked this server to stop (`down`, the TUI): its record
+        holds a stop request this process did not make."""
+        try:
+            record = self.manager.records.load(server_id)
+        except ConsoleError:
+            return False
+        return record.stop_requested_wall is not None and record.stop_requested_by_pid != getpid()
 
     def stop(self, server_id: str) -> list[str]:
         """Stop the cell's server (a full or read-only state dir does not prevent it);

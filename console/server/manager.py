@@ -441,6 +441,7 @@ class ServerManager:
         if record.stop_requested_wall is None:
             record.stop_requested_wall = time.time()
             record.stop_reason = reason
+            record.stop_requested_by_pid = os.getpid()
             try:
                 self.records.save(record)
             except OSError as exc:

@@ -32,6 +32,8 @@ class ServerRecord:
     launched_by_pid: int
     stop_requested_wall: float | None = None
     stop_reason: str | None = None
+    stop_requested_by_pid: int | None = None
+    """The process that asked for the stop (a campaign tells its own stop from a `down`)."""
     forgotten: bool = False
     ever_ready: bool = False
     notes: list[str] = field(default_factory=list)
@@ -60,6 +62,7 @@ class ServerRecord:
             launched_by_pid=int(data["launched_by_pid"]),
             stop_requested_wall=data.get("stop_requested_wall"),
             stop_reason=data.get("stop_reason"),
+            stop_requested_by_pid=_opt_pid(data.get("stop_requested_by_pid")),
             forgotten=bool(data.get("forgotten", False)),
             ever_ready=bool(data.get("ever_ready", False)),
             notes=[str(n) for n in data.get("notes", [])],
@@ -192,6 +195,10 @@ class Records:
                 path.unlink()
             except FileNotFoundError:
                 pass
+
+
+def _opt_pid(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:

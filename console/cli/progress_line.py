@@ -1,0 +1,100 @@
+"""A foreground run's progress on the terminal: a single redrawn line on a TTY, plain lines
+otherwise (one at most every `PLAIN_EVERY_S` inside a level; the level's own end line comes
+from the runner's events). Event lines print above the bar, never through it."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from console.bench.listing import LevelProgress, Progress
+
+PLAIN_EVERY_S = 10.0
+BAR_CELLS = 20
+CLEAR = "\r\x1b[K"
+
+
+def eta_text(seconds: float | None) -> str:
+    """`ETA 1:05`, `ETA 42 s`, or `ETA ?` before it can be estimated."""
+    if seconds is None:
+        return "ETA ?"
+    whole = round(seconds)
+    if whole < 60:
+        return f"ETA {whole} s"
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"ETA {hours}:{minutes:02d}:{secs:02d}" if hours else f"ETA {minutes}:{secs:02d}"
+
+
+def figures(live: LevelProgress) -> str:
+    """`8/16 requests, 1 error, 123.4 tok/s, ETA 42 s`."""
+    done = f"{live.completed}/{live.total}" if live.total is not None else f"{live.completed}"
+    errors = f", {live.errors} error{'s' if live.errors != 1 else ''}" if live.errors else ""
+    tok_s = f"{live.output_tok_s:.1f} tok/s" if live.output_tok_s is not None else "- tok/s"
+    return f"{done} requests{errors}, {tok_s}, {eta_text(live.eta_s)}"
+
+
+def plain_line(progress: Progress, live: LevelProgress) -> str:
+    """`CELL: level 1 (concurrency 4, 2 of 3): 8/16 requests, 123.4 tok/s, ETA 42 s`, the
+    level numbered as the runner's own lines number it."""
+    where = f"level {live.index} ({live.label}, {live.index + 1} of {live.of})"
+    return f"{progress.cell}: {where}: {figures(live)}"
+
+
+def bar_line(progress: Progress, live: LevelProgress, width: int) -> str:
+    """`[######------]` plus the figures, cut to the terminal's width."""
+    if live.total:
+        filled = min(BAR_CELLS, BAR_CELLS * live.completed // live.total)
+        bar = "[" + "#" * filled + "-" * (BAR_CELLS - filled) + "] "
+    else:
+        bar = ""
+    text = f"{bar}L{live.index + 1}/{live.of} {live.label}: {figures(live)}  {progress.cell}"
+    return text[: max(10, width - 1)]
+
+
+class ProgressPrinter:
+    """Prints the runner's events and progress to `stream` (the CLI's progress stream)."""
+
+    def __init__(self, stream: TextIO | None = None, *, tty: bool | None = None) -> None:
+        self.stream = stream if stream is not None else sys.stdout
+        self.tty = self.stream.isatty() if tty is None else tty
+        self._bar_shown = False
+        self._level: tuple[str | None, int] | None = None
+        self._last_plain = 0.0
+
+    def event(self, text: str) -> None:
+        """A line of its own (a level started or ended, a server launched)."""
+        self._clear()
+        print(text, file=self.stream, flush=True)
+
+    def progress(self, progress: Progress) -> None:
+        live = progress.live
+        if live is None:
+            return
+        key = (progress.cell, live.index)
+        now = time.monotonic()
+        if key != self._level:
+            # A new level: its first plain line comes `PLAIN_EVERY_S` into it.
+            self._level = key
+            self._last_plain = now
+        if self.tty:
+            width = shutil.get_terminal_size((100, 24)).columns
+            self.stream.write(CLEAR + bar_line(progress, live, width))
+            self.stream.flush()
+            self._bar_shown = True
+        elif now - self._last_plain >= PLAIN_EVERY_S and live.completed:
+            self._last_plain = now
+            print(plain_line(progress, live), file=self.stream, flush=True)
+
+    def close(self) -> None:
+        """Take the bar away (before the summary prints)."""
+        self._clear()
+
+    def _clear(self) -> None:
+        if self._bar_shown:
+            self.stream.write(CLEAR)
+            self.stream.flush()
+            self._bar_shown = False
