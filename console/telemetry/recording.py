@@ -22,6 +22,7 @@ the reader replays a truncated or damaged file up to the damage and says where i
 from __future__ import annotations
 
 import bisect
+import contextlib
 import json
 import math
 import os
@@ -41,6 +42,7 @@ from typing import IO, Any, overload
 from console.core.errors import ConsoleError
 from console.core.redact import redact_json
 from console.telemetry.keys import SourceId
+from console.telemetry.quantile import Quantile
 from console.telemetry.samples import (
     Binding,
     CostSample,
@@ -499,6 +501,113 @@ class Recording:
         ]
         statuses = [decode_status(v, self.t0) for v in frame.data["st"]]
         return PollResult(samples, statuses)
+
+
+@dataclass
+class _SeriesPlan:
+    """Where one sample kind's charted values sit in its recorded value list."""
+
+    t_at: int
+    source_at: int
+    series: list[tuple[str, int]]
+    latency: frozenset[str]
+    bounds_at: int | None
+    numa_at: int | None
+    poll_ms_at: int | None
+
+
+def _series_plan(cls: type[Sample], names: list[str]) -> _SeriesPlan:
+    where = {name: i for i, name in enumerate(names)}
+    return _SeriesPlan(
+        t_at=where["t_mono"],
+        source_at=where["source"],
+        series=[(name, where[name]) for name in cls.SERIES if name in where],
+        latency=frozenset(getattr(cls, "LATENCY", ())),
+        bounds_at=where.get("latency_bounds"),
+        numa_at=where.get("numa") if cls is HostSample else None,
+        poll_ms_at=where.get("poll_ms") if cls is CostSample else None,
+    )
+
+
+class SeriesReader:
+    """A poll frame's store points read straight from its recorded values, with no sample
+    objects: what `write_result` appends for it (a seek rebuilding history reads thousands
+    of frames and needs objects only for each source's latest sample). It remembers each
+    source's latest raw sample and status, decoded by `latest`."""
+
+    def __init__(self, recording: Recording) -> None:
+        self.recording = recording
+        self._names = {k: list(v) for k, v in recording.header["fields"].items()}
+        self._plans: dict[str, _SeriesPlan] = {}
+        self._sources: dict[str, SourceId] = {}
+        self._latest: dict[str, tuple[str, list[Any]]] = {}
+        self._statuses: dict[str, list[Any]] = {}
+
+    def _plan(self, kind: str) -> _SeriesPlan:
+        plan = self._plans.get(kind)
+        if plan is None:
+            plan = self._plans[kind] = _series_plan(KINDS[kind], self._names[kind])
+        return plan
+
+    def _source(self, text: str) -> SourceId:
+        source = self._sources.get(text)
+        if source is None:
+            source = self._sources[text] = SourceId.parse(text)
+        return source
+
+    def points(self, frame: Frame) -> list[tuple[str, float, float | None]]:
+        """(series key, t, value) in `write_result`'s order; ValueError, KeyError,
+        TypeError or IndexError for a frame that is not a poll as written."""
+        t0 = self.recording.t0
+        out: list[tuple[str, float, float | None]] = []
+        latest: list[tuple[str, str, list[Any]]] = []
+        for kind, values in frame.data["s"]:
+            plan = self._plan(kind)
+            if len(values) != len(self._names[kind]):
+                raise ValueError("a sample of another shape")
+            source = self._source(str(values[plan.source_at]))
+            t = t0 + float(values[plan.t_at])
+            bounds = () if plan.bounds_at is None else values[plan.bounds_at] or ()
+            for name, at in plan.series:
+                value = values[at]
+                if not isinstance(value, int | float) or isinstance(value, bool):
+                    continue
+                if name in plan.latency and not _resolves(name, value, bounds):
+                    continue  # a bucket-wide percentile is no point on a chart
+                out.append((source.series(name), t, float(value)))
+            if plan.numa_at is not None:
+                for node, cpu_pct, _cpus in values[plan.numa_at]:
+                    out.append((source.series(f"numa.{int(node)}.cpu_pct"), t, cpu_pct))
+            if plan.poll_ms_at is not None:
+                for name, ms in values[plan.poll_ms_at]:
+                    out.append((source.series(f"poll_ms.{name}"), t, ms))
+            latest.append((str(source), kind, values))
+        statuses = [(str(status[0]), status) for status in frame.data["st"]]
+        for source_text, kind, values in latest:
+            self._latest[source_text] = (kind, values)
+        for name, status in statuses:
+            self._statuses[name] = status
+        return out
+
+    def latest(self) -> tuple[list[Sample], list[SourceStatus]]:
+        """Each source's latest sample and status among the frames read, decoded."""
+        t0 = self.recording.t0
+        samples, statuses = [], []
+        for kind, values in self._latest.values():
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                samples.append(decode_sample(kind, values, self._names[kind], t0))
+        for values in self._statuses.values():
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                statuses.append(decode_status(values, t0))
+        return samples, statuses
+
+
+def _resolves(name: str, value: float, bounds: Any) -> bool:
+    """`ServerSample.resolves` on recorded values: a percentile whose bucket resolves it."""
+    for field_name, lower, upper in bounds:
+        if field_name == name:
+            return Quantile(value_s=value, lower_s=lower, upper_s=upper).resolved
+    return Quantile.exact(value).resolved
 
 
 def header(

@@ -24,7 +24,8 @@ from console.bench.request import BenchRequest, CampaignRequest
 from console.bench.results import RunSummary
 from console.profiles.loader import ProfileCatalog
 from console.telemetry.poller import write_result
-from console.telemetry.recording import Recording
+from console.telemetry.recording import Recording, SeriesReader
+from console.telemetry.source import PollResult
 from console.telemetry.store import TimeSeriesStore
 from console.topology.model import GpuInfo, NumaNode, Topology
 from console.topology.placement import Plan
@@ -176,8 +177,19 @@ def restore(recording: Recording, position_s: float, capacity: int) -> _State:
     summaries = frames.indices("run_summary")
     for i in summaries[: bisect.bisect_left(summaries, end)]:
         state.apply(recording, i)
+    reader = SeriesReader(recording)
+    store = state.store
     for i in frames.last_polls(end, capacity):
-        state.apply(recording, i)
+        try:
+            points = reader.points(frames[i])
+        except (ValueError, KeyError, TypeError, IndexError):
+            continue  # one bad frame is skipped, not the replay
+        for key, t, value in points:
+            store.append(key, t, value)
+    samples, statuses = reader.latest()
+    write_result(store, PollResult([], statuses))
+    for sample in samples:
+        store.put_latest(sample)
     state.applied = end
     state.apply_until(recording, position_s)
     return state

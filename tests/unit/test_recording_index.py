@@ -24,6 +24,7 @@ from console.telemetry.samples import (
     CostSample,
     GpuSample,
     HostSample,
+    NumaLoad,
     ServerSample,
     SourceState,
     SourceStatus,
@@ -65,6 +66,7 @@ def server(t: float, server_id: str, rng: random.Random) -> ServerSample:
     def value() -> float:
         return round(rng.uniform(0, 10), 3)
 
+    p50, p99 = value() + 1, value() + 1
     return ServerSample(
         t_mono=t,
         source=SourceId.server(server_id),
@@ -78,13 +80,18 @@ def server(t: float, server_id: str, rng: random.Random) -> ServerSample:
         token_usage=None,
         accept_length=value() if rng.random() > 0.2 else None,
         accept_rate=None,
-        ttft_p50_s=value(),
-        ttft_p99_s=value(),
+        ttft_p50_s=p50,
+        ttft_p99_s=p99,
         itl_p50_s=value(),
         itl_p99_s=value(),
         e2e_p50_s=None,
         e2e_p99_s=None,
         spec_verify_s=None,
+        # TTFT p50 in a narrow bucket (charted), p99 in a wide one (no point) half the time.
+        latency_bounds=(
+            ("ttft_p50_s", p50 * 0.95, p50 * 1.05),
+            ("ttft_p99_s", 0.0, 40.0) if rng.random() > 0.5 else ("ttft_p99_s", p99, p99 * 1.1),
+        ),
     )
 
 
@@ -115,7 +122,10 @@ def write(path: Path, seconds: int) -> None:
                 t_mono=t + 0.001,
                 source=SourceId.HOST,
                 cpu_pct=rng.uniform(0, 100),
-                numa=(),
+                numa=(
+                    NumaLoad(node=0, cpu_pct=rng.uniform(0, 100), cpus=4),
+                    NumaLoad(node=1, cpu_pct=None, cpus=4),
+                ),
                 mem_used_bytes=1,
                 mem_total_bytes=2,
                 load1=None,
@@ -132,7 +142,11 @@ def write(path: Path, seconds: int) -> None:
             gone = SourceStatus(name=SourceId.server("b"), state=SourceState.UNAVAILABLE)
             writer.poll(t + 0.002, PollResult([], [gone]))
         cost = CostSample(
-            t_mono=t + 0.003, source=SourceId.CONSOLE, cpu_pct=1.0, rss_bytes=5, poll_ms=()
+            t_mono=t + 0.003,
+            source=SourceId.CONSOLE,
+            cpu_pct=1.0,
+            rss_bytes=5,
+            poll_ms=(("gpu", rng.uniform(1, 5)), ("host", 2.0)),
         )
         writer.poll(t + 0.003, PollResult([cost], [ok(SourceId.CONSOLE, t)]))
     writer.close()
@@ -184,6 +198,11 @@ def test_seeks_in_any_order_match_a_replay_frame_by_frame(tmp_path: Path) -> Non
             linear.seek(min(target, linear.position_s + 7.0))
         expected[target] = state(linear)
     assert any(len(e["series"]) == 0 for e in expected.values())  # 0: nothing yet
+    # The data covers every kind of point a poll adds: NUMA loads (one always missing),
+    # poll times, and latency percentiles whose bucket resolves them or not.
+    final = expected[recording.duration_s]["series"]
+    assert {"host.numa.0.cpu_pct", "host.numa.1.cpu_pct", "console.poll_ms.gpu"} <= set(final)
+    assert 0 < len(final["server.a.ttft_p99_s"][0]) < len(final["server.a.ttft_p50_s"][0])
     assert any(SourceId.server("b") in e["statuses"] for e in expected.values())
     shuffled = list(targets)
     rng.shuffle(shuffled)
