@@ -82,6 +82,20 @@ async def test_stopped_servers_fold_away_and_a_shows_them(fold_now: None):
             await settle(pilot)
             assert row_keys(table) == [live]
 
+            # The dashboard's strip folds them too, and says so.
+            await pilot.press("d")
+            await settle(pilot)
+            strip = app.screen.query_one("#strip").text.plain  # type: ignore[attr-defined]
+            assert live in strip
+            assert ended not in strip
+            assert "1 stopped server hidden (ended over 0s ago) · a shows them" in strip
+            await pilot.press("a")
+            await settle(pilot)
+            strip = app.screen.query_one("#strip").text.plain  # type: ignore[attr-defined]
+            assert ended in strip
+            await pilot.press("s")
+            await settle(pilot)
+
             # enter on the (focused) list opens the selected server's log.
             table.focus()
             await pilot.press("enter")

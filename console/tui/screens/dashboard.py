@@ -16,6 +16,7 @@ from console.telemetry.keys import SourceId
 from console.telemetry.quantile import format_quantile
 from console.telemetry.samples import ServerSample
 from console.tui.backend import Backend
+from console.tui.fold import fold_after_s, folded_note, split_folded, wall_clock
 from console.tui.screens.find import FIND_BINDINGS, FindScreen
 from console.tui.views import LIVE_STATES, ServerView
 from console.tui.widgets.chart import Line, TimeChart
@@ -61,6 +62,7 @@ class DashboardScreen(FindScreen):
         Binding("plus,equals_sign", "zoom(-1)", "Zoom in", key_display="+"),
         Binding("minus", "zoom(1)", "Zoom out", key_display="-"),
         *FIND_BINDINGS,
+        Binding("a", "toggle_ended", "Show stopped", show=False),
     ]
     SORT_COLUMNS = SORT_COLUMNS
 
@@ -74,6 +76,10 @@ class DashboardScreen(FindScreen):
         self._bench_progress: dict[str, Progress] = {}
         self._user_focused = False
         self._runs_listed_at = 0.0
+        self.show_ended = False
+        """Show the stopped servers the fold age hides (`a`)."""
+        self.fold_after_s, _ = fold_after_s()
+        self._clock = wall_clock(backend)
 
     def compose_body(self) -> ComposeResult:
         with VerticalScroll(id="body"):
@@ -108,8 +114,21 @@ class DashboardScreen(FindScreen):
             self._user_focused = False
         return next((s for s in servers if s.id == self.focused_server), None)
 
-    def action_focus_next_server(self) -> None:
+    def listed_servers(self) -> tuple[list[ServerView], int]:
+        """The servers the strip lists (and `f` cycles), and how many the fold hides."""
         servers = self.backend.servers()
+        if self.show_ended:
+            return servers, 0
+        now = self._clock() if self._clock is not None else None
+        shown, folded = split_folded(servers, now, self.fold_after_s)
+        return shown, len(folded)
+
+    def action_toggle_ended(self) -> None:
+        self.show_ended = not self.show_ended
+        self.refresh_data()
+
+    def action_focus_next_server(self) -> None:
+        servers, _ = self.listed_servers()
         if not servers:
             self.notify("no servers yet", severity="warning")
             return
@@ -133,9 +152,10 @@ class DashboardScreen(FindScreen):
             return
         backend = self.backend
         store = backend.store
-        servers = backend.servers()
+        servers, folded = self.listed_servers()
         server = self._focus(servers)
-        self.query_one(ServerStrip).show(servers, self.focused_server)
+        note = folded_note(folded, self.fold_after_s, shown=False) if folded else None
+        self.query_one(ServerStrip).show(servers, self.focused_server, note)
         now_pane = self.query_one("#now", Pane)
         client = None
         if server is not None:

@@ -43,7 +43,11 @@ def state_text(server: ServerView) -> Text:
 
 
 class ServerStrip(Pane):
-    def show(self, servers: list[ServerView], focused: str | None) -> None:
+    def show(self, servers: list[ServerView], focused: str | None, note: str | None = None) -> None:
+        """One line per server; `note` (the stopped servers folded away) under them."""
+        if not servers and note:
+            self.put(Text(note, style="dim"))
+            return
         if not servers:
             self.put(
                 Text.assemble(
@@ -87,4 +91,6 @@ class ServerStrip(Pane):
                 ),
             }
             lines.append(render_row([values[c.header] for c in columns], columns, widths))
+        if note:
+            lines.append(Text(note, style="dim"))
         self.put_lines(lines)
