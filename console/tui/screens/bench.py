@@ -57,6 +57,7 @@ class BenchScreen(ConsoleScreen):
     BenchScreen #pickers OptionList { height: 1fr; min-height: 3; border: none; padding: 0; }
     BenchScreen #pickers OptionList:focus { background-tint: $foreground 8%; }
     BenchScreen #active { width: 1fr; }
+    BenchScreen #recent { height: 1fr; min-height: 4; }
     BenchScreen #load { height: 3; }
     BenchScreen #load Input { width: 1fr; }
     BenchScreen #load Label { padding: 1 0 0 1; }
@@ -64,10 +65,10 @@ class BenchScreen(ConsoleScreen):
     BenchScreen .section { text-style: bold; padding: 0 1; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("g", "bench", "Bench server"),
-        Binding("c", "campaign", "Run campaign"),
+        Binding("g", "bench", "Bench"),
+        Binding("c", "campaign", "Campaign"),
         Binding("p", "cells", "Pick cells"),
-        Binding("D", "demo", "Demo campaign"),
+        Binding("D", "demo", "Demo sweep"),
         Binding("x", "stop_run", "Stop run"),
     ]
 
@@ -126,7 +127,8 @@ class BenchScreen(ConsoleScreen):
             widget = self.query_one("#targets", OptionList)
             widget.clear_options()
             widget.add_options(
-                [Option(f"{s.id}  {s.label}  :{s.port}", id=s.id) for s in targets]
+                # The id names the profile and layout already: the variant and port finish it.
+                [Option(f"{s.id}  {s.variant}  :{s.port}", id=s.id) for s in targets]
                 or [Option(Text("none ready: s, then n to launch", style="dim"), disabled=True)]
             )
             if targets:

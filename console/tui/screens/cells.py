@@ -5,11 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, cast
 
+from rich.segment import Segment
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
+from textual.strip import Strip
 from textual.widgets import Input, Label, SelectionList, Static
+from textual.widgets.option_list import OptionDoesNotExist
 
 from console.profiles.loader import ProfileCatalog
 
@@ -29,6 +32,23 @@ def parse_positive_ints(text: str, what: str) -> tuple[int, ...]:
     if not values or any(v < 1 for v in values):
         raise ValueError(f"{what}: give at least one number, each 1 or more")
     return values
+
+
+class TickList(SelectionList[str]):
+    """A selection list whose ticks read `[x]` / `[ ]`, not a colour alone."""
+
+    def render_line(self, y: int) -> Strip:
+        strip = super().render_line(y)
+        segments = list(strip)
+        try:
+            selection = self.get_option_at_index(self.scroll_offset.y + y)
+        except OptionDoesNotExist:
+            return strip
+        if len(segments) < 4:
+            return strip
+        mark = "[x]" if selection.value in self.selected else "[ ]"
+        # The three button cells become the mark, in the button's style (its click target).
+        return Strip([Segment(mark, segments[1].style), *segments[3:]])
 
 
 class CellsScreen(ModalScreen[CellsChoice | None]):
@@ -70,13 +90,15 @@ class CellsScreen(ModalScreen[CellsChoice | None]):
             yield Static(
                 "Campaign from chosen cells (each cell: launch, load, stop)", classes="title"
             )
-            yield SelectionList[str](*cells, id="cells")
+            yield TickList(*cells, id="cells")
             with Horizontal(id="load"):
                 yield Label("concurrency")
                 yield Input("1,4", id="concurrency")
                 yield Label("requests/level")
                 yield Input("16", id="requests")
-            yield Static("Space toggle  Tab next field  Ctrl+S start  Esc cancel", classes="keys")
+            yield Static(
+                "Space toggle  Tab next field  Ctrl+S review and start  Esc cancel", classes="keys"
+            )
 
     def action_accept(self) -> None:
         selected = self.query_one("#cells", SelectionList).selected
