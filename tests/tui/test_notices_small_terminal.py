@@ -19,7 +19,7 @@ from tests.tui.scene import SceneBackend
 async def test_a_notice_hides_no_row_of_the_table(
     scene_backend: SceneBackend, mode: str, key: str, table: str
 ) -> None:
-    app = ConsoleApp(scene_backend, mode=mode)  # type: ignore[arg-type]
+    app = ConsoleApp(scene_backend, mode=mode)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         rows = app.screen.query_one(table, DataTable)
@@ -40,7 +40,7 @@ async def test_a_notice_hides_no_row_of_the_table(
 
 
 async def test_every_bench_list_shows_three_rows_at_80x24(scene_backend: SceneBackend) -> None:
-    app = ConsoleApp(scene_backend, mode="bench")  # type: ignore[arg-type]
+    app = ConsoleApp(scene_backend, mode="bench")
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         for selector in ("#targets", "#campaigns"):
