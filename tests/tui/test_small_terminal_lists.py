@@ -55,6 +55,24 @@ async def test_runs_at_80x24_show_several_rows_with_distinct_names(
         assert set(ids) == {str(key.value) for key in table.rows}
 
 
+async def test_bench_runs_at_80x24_tell_runs_of_one_name_apart(
+    scene_backend: SceneBackend, tmp_path: Path
+):
+    """Every copy carries the fixture's name (`qwen-ddtree-budgets`): cut to the narrow
+    list, each still reads differently, by the start time from its id."""
+    many_runs(tmp_path, 9)
+    scene_backend.runs_root = tmp_path
+    app = ConsoleApp(scene_backend, mode="bench")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one("#recent", DataTable)
+        assert table.row_count == 8  # the newest eight
+        names = cells(table, 0)
+        assert len(set(names)) == 8, names
+        assert names[0].startswith("02:08:36 ")
+        assert all(name.endswith("-budgets") for name in names)
+
+
 async def test_servers_at_80x24_list_above_the_detail(scene_backend: SceneBackend):
     app = ConsoleApp(scene_backend, mode="servers")
     async with app.run_test(size=(80, 24)) as pilot:

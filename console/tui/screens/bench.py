@@ -29,7 +29,7 @@ from console.tui.screens.base import ConsoleScreen
 from console.tui.screens.cells import CellsChoice, CellsScreen, parse_positive_ints
 from console.tui.screens.modals import ConfirmScreen
 from console.tui.widgets.filled_table import fill_table
-from console.tui.widgets.run_tables import rows_table
+from console.tui.widgets.run_tables import distinct_names, rows_table
 
 RECENT_RUNS = 8
 LIST_EVERY_S = 1.0
@@ -149,15 +149,16 @@ class BenchScreen(ConsoleScreen):
             self.runs = rows
             self._columns = self._wanted_columns()
             name_width = self._name_width(table, rows)
+            names = distinct_names([(r.run_id, r.name or r.run_id) for r in rows], name_width)
             values: list[dict[str, str | Text]] = [
                 {
                     "RUN": row.run_id,
-                    "NAME": _cut(row.name or row.run_id, name_width),
+                    "NAME": name,
                     "STATUS": _status_text(row, narrow=self._columns == NARROW_COLUMNS),
                     "CELLS": f"{row.cells_done}/{row.cells}",
                     "NOW": _progress_text(row.progress, row.level),
                 }
-                for row in rows
+                for row, name in zip(rows, names, strict=True)
             ]
             fill_table(
                 table,
@@ -433,10 +434,6 @@ class BenchScreen(ConsoleScreen):
             return
         self.app.call_from_thread(self.notify, f"{what}: run {run_id} (detached)")
         self._listed_at = 0.0
-
-
-def _cut(name: str, width: int) -> str:
-    return name if len(name) <= width else name[: width - 1] + "…"
 
 
 def _eta(level: LevelProgress | None) -> str:
