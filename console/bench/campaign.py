@@ -34,6 +34,7 @@ from console.bench.listing import Progress
 from console.bench.live_progress import LevelTracker
 from console.bench.recorder import TelemetryRecorder
 from console.bench.results import (
+    CANCELLED,
     CellMeta,
     JsonDict,
     LevelRecord,
@@ -437,7 +438,8 @@ class CampaignRunner:
         watched = server if cell.fixed is None and self.control is not None else None
 
         def on_result(index: int, result: RequestResult) -> None:
-            if result.error is not None and watched is not None:
+            cancelled = result.error == CANCELLED
+            if result.error is not None and not cancelled and watched is not None:
                 # A refused or broken request is the first sign of a `down`: stop the level
                 # before the rest of it fails against a server that is gone.
                 self._check_outside_stop(cell, watched)
@@ -452,7 +454,8 @@ class CampaignRunner:
                 },
                 finite=False,
             )
-            tracker.add(result)
+            if not cancelled:
+                tracker.add(result)
 
         ticker = asyncio.create_task(self._tick_progress(tracker))
         watcher = asyncio.create_task(self._watch_outside_stop(cell, watched)) if watched else None
@@ -473,7 +476,7 @@ class CampaignRunner:
             await asyncio.gather(*(t for t in (ticker, watcher) if t), return_exceptions=True)
         self._progress = tracker.progress()
         self._write_progress()
-        errors = [r for r in outcome.results if r.error]
+        errors = [r for r in outcome.results if r.error and r.error != CANCELLED]
         failure = None
         if errors and watched is not None:
             self._check_outside_stop(cell, watched)

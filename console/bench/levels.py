@@ -7,6 +7,7 @@ over the level alone (never SGLang's lifetime average). Warm-up requests are not
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import random
 import time
@@ -17,7 +18,7 @@ from typing import Any, TypeVar
 import httpx
 
 from console.bench.client import Endpoint, RequestResult, run_request
-from console.bench.results import Counters, JsonDict
+from console.bench.results import CANCELLED, Counters, JsonDict
 from console.bench.workload import Prompt, Workload
 from console.core.auth import bearer_from_env
 from console.core.http import JSON_MAX_BYTES, METRICS_MAX_BYTES, get_capped, request_capped
@@ -316,6 +317,26 @@ def _sender(
     return send
 
 
+async def _sent(
+    send: Callable[[Prompt], Any],
+    prompt: Prompt,
+    index: int,
+    stop: asyncio.Event,
+    keep: Callable[[int, RequestResult], None],
+) -> RequestResult:
+    """`send(prompt)`; a request cancelled by a stop is kept as `CANCELLED` first, so the
+    run's files say it was in flight."""
+    sent_wall = time.time()
+    try:
+        result: RequestResult = await send(prompt)
+    except asyncio.CancelledError:
+        if stop.is_set():
+            with contextlib.suppress(Exception):
+                keep(index, RequestResult(send_wall=sent_wall, error=CANCELLED))
+        raise
+    return result
+
+
 async def _closed_loop(
     send: Callable[[Prompt], Any],
     prompts: _PromptSource,
@@ -335,7 +356,7 @@ async def _closed_loop(
             if item is None:
                 return
             index, prompt = item
-            result = await send(prompt)
+            result = await _sent(send, prompt, index, stop, keep)
             try:
                 keep(index, result)
             except Exception as exc:  # results cannot be kept: stop the level
@@ -380,9 +401,9 @@ async def _open_loop(
     async def one(index: int, prompt: Prompt) -> None:
         if limit is not None:
             async with limit:
-                result = await send(prompt)
+                result = await _sent(send, prompt, index, stop, keep)
         else:
-            result = await send(prompt)
+            result = await _sent(send, prompt, index, stop, keep)
         try:
             keep(index, result)
         except Exception as exc:  # results cannot be kept: stop the level

@@ -276,6 +276,12 @@ class CellMeta:
         )
 
 
+CANCELLED = "cancelled: the run was stopped"
+"""The error of a request still in flight when its run was stopped (Ctrl-C, `runs stop`, its
+server stopped from outside): recorded so the stop loses no request, left out of the level's
+figures (it says nothing about the server)."""
+
+
 @dataclass(kw_only=True)
 class RequestResult:
     """A request as measured; durations in the server's seconds (real time x time scale).

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from console.bench.findings import find_all
 from console.bench.results import (
+    CANCELLED,
     BestLevel,
     CellMeta,
     CellSummary,
@@ -69,6 +70,7 @@ def summarize_level(
 ) -> LevelSummary:
     """One level from its record, its requests, its cell and the run's GPU readings."""
     scale = level.time_scale
+    requests = [r for r in requests if r.error != CANCELLED]
     ok = [r for r in requests if not r.error]
     errors: dict[str, int] = defaultdict(int)
     for request in requests:

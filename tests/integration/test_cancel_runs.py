@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from console.bench.cancel import RunNotRunning, UnknownRun, stop_prompt, stop_run
+from console.bench.results import CANCELLED
 from console.core.net import free_port
 from tests.conftest import REPO, run_cli_subprocess
 
@@ -93,8 +94,19 @@ def test_runs_stop_stops_a_campaign_cleanly_and_it_resumes(tmp_path: Path) -> No
     assert meta["status"] == "interrupted"
     levels = [json.loads(line) for line in (run_dir / "levels.jsonl").read_text().splitlines()]
     assert levels[-1]["status"] == "interrupted"
+    # The request in flight is recorded as cancelled, and is no error of the server's.
+    rows = [json.loads(line) for line in (run_dir / "requests.jsonl").read_text().splitlines()]
+    cancelled = [r for r in rows if r["error"] == CANCELLED]
+    assert cancelled
+    assert all(
+        (r["cell"], r["level"]) == (levels[-1]["cell"], levels[-1]["level"]) for r in cancelled
+    )
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "interrupted"
+    stopped_level = summary["cells"][0]["levels"][-1]
+    assert stopped_level["status"] == "interrupted"
+    assert stopped_level["errors"] == 0
+    assert stopped_level["requests"] == len(rows) - len(cancelled)
     assert servers_running() == []
 
     # Nothing left to stop: exit 1 with a reason; an unknown run: exit 2.
