@@ -243,10 +243,31 @@ class LiveBackend:
 
     # -- lifecycle -----------------------------------------------------------------------
 
+    def _with_eta(self, plan: Plan, progress: Progress) -> Progress:
+        """`progress` with the time left until ready on each line, where it can be
+        estimated (a demo server: the simulator's own load time)."""
+        if not self.demo:
+            return progress
+        from console.tui.sim_speed import sim_cell_speed
+
+        speed = sim_cell_speed(self.catalog, (plan.profile, plan.layout, plan.variant))
+        if speed is None:
+            return progress
+        ready_s = speed.ready_s
+        started = time.monotonic()
+        progress(f"  ready in about {ready_s:.0f}s (the simulator's load time)")
+
+        def say(line: str) -> None:
+            left = ready_s - (time.monotonic() - started)
+            progress(f"{line}  (ETA {left:.0f}s)" if left >= 1 else line)
+
+        return say
+
     def launch(self, plan: Plan, progress: Progress) -> ServerView:
         from console.server import actions
 
         self._refuse_if_read_only()
+        progress = self._with_eta(plan, progress)
         try:
             record = actions.launch(self.manager, plan, on_event=progress)
             self._note(f"launched {record.id} ({plan.profile} {plan.layout} {plan.variant})")
@@ -292,6 +313,7 @@ class LiveBackend:
             raise external_refusal(server_id)
         try:
             victims = actions.in_the_way(self.manager, plan, replacing=server_id)
+            progress = self._with_eta(plan, progress)
             status = actions.switch(self.manager, plan, victims=victims, on_event=progress)
         except ConsoleError as exc:
             raise ActionRefused(exc.message) from None
