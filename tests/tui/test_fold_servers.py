@@ -168,3 +168,16 @@ def test_split_folded_by_end_time():
     shown, folded = split_folded(servers, None, 3600)
     assert folded == []
     assert len(shown) == 5
+
+
+async def test_x_reads_forget_on_an_ended_server(scene_backend: SceneBackend):
+    app = ConsoleApp(scene_backend, mode="servers")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert app.screen.active_bindings["x"].binding.description == "Stop"
+        await pilot.press("down", "down")  # the failed server
+        await settle(pilot)
+        assert app.screen.active_bindings["x"].binding.description == "Forget"
+        await pilot.press("up")
+        await settle(pilot)
+        assert app.screen.active_bindings["x"].binding.description == "Stop"

@@ -94,6 +94,7 @@ class ServersScreen(FindScreen):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("n", "launch", "New"),
         Binding("x", "stop", "Stop"),
+        Binding("x", "forget", "Forget"),
         Binding("R", "restart", "Restart"),
         Binding("w", "switch", "Switch"),
         Binding("enter", "logs", "Logs", show=False),
@@ -198,6 +199,18 @@ class ServersScreen(FindScreen):
 
     def on_data_table_row_highlighted(self) -> None:
         self._show_detail()
+        self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """`x` reads Stop on a live server and Forget on an ended one (it forgets it)."""
+        if action in ("stop", "forget") and self.is_mounted:
+            server = self.selected()
+            ended = server is not None and not server.live
+            return ended if action == "forget" else not ended
+        return True
+
+    def action_forget(self) -> None:
+        self.action_stop()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         """`enter` on the focused list: the table takes the key itself and reports it as a
