@@ -176,8 +176,11 @@ def test_metrics_once_returns_within_its_deadline_from_a_slow_body(peer: Handler
     state, reason = server_state(out)
     assert state == "stale", (state, reason)
     assert "no answer within" in reason
-    # Two readings of at most 0.8 s each plus interpreter start-up; the probe saw a hang.
-    assert took < 30, took
+    # By design (interval 1 s): two readings, each at most 2 s of /server_info and 0.8 s of
+    # /metrics (sglang_source.py), 1.1 s apart; the rest is interpreter start-up and a busy
+    # machine's slack. The probe saw a hang.
+    designed_s = 2 * (2.0 + 0.8) + 1.1
+    assert took < designed_s + 10, took
     print(f"metrics --once against a {peer.__name__} peer: {took:.1f} s")
 
 
@@ -317,3 +320,85 @@ def test_the_readiness_probe_has_a_total_deadline_against_a_trickling_peer() -> 
         thread.join(timeout=5)
     assert result is Probe.TIMEOUT
     assert took < 5, took
+
+
+def stalls_at(stage: str) -> Handler:
+    """A peer that answers like a server until `stage`, then never finishes it:
+    `warmup` (the warm-up /generate gets no answer), `stream` (every /generate streams
+    tokens forever, one event each 50 ms, never a final one) or `flush` (/flush_cache gets
+    no answer). /server_info answers `{}` and /metrics 404 (both optional to a benchmark)."""
+
+    async def handle(method: str, path: str, writer: asyncio.StreamWriter) -> None:
+        if path == "/server_info":
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+            )
+            await writer.drain()
+        elif path == "/generate" and stage == "stream":
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n"
+            )
+            count = 0
+            while True:
+                count += 1
+                event = b'data: {"text":"a","meta_info":{"completion_tokens":%d}}\n\n' % count
+                writer.write(b"%x\r\n%s\r\n" % (len(event), event))
+                await writer.drain()
+                await asyncio.sleep(0.05)
+        elif (path == "/generate" and stage == "warmup") or (
+            path == "/flush_cache" and stage == "flush"
+        ):
+            await asyncio.sleep(3600)
+        else:
+            await not_found(writer)
+
+    return handle
+
+
+@pytest.mark.parametrize(
+    ("stage", "extra"),
+    [("warmup", ("--warmup", "1")), ("stream", ("--warmup", "0")), ("flush", ("--flush-cache",))],
+)
+def test_sigint_stops_a_bench_stuck_at_any_stage(
+    stage: str, extra: tuple[str, ...], tmp_path: Path
+) -> None:
+    """SIGINT while the warm-up request, an endless token stream or /flush_cache is pending:
+    the bench ends `interrupted` (status 130) about a second later. The peer logs what it
+    was asked, so the test knows the stuck call was under way when the signal went in."""
+    seen: list[str] = []
+    peer = stalls_at(stage)
+
+    async def logging(method: str, path: str, writer: asyncio.StreamWriter) -> None:
+        seen.append(path)
+        await peer(method, path, writer)
+
+    stuck_path = "/flush_cache" if stage == "flush" else "/generate"
+    with hostile(logging) as url:
+        proc = ddconsole(
+            "bench", "--url", url, "--requests", "2", "--concurrency", "1", "--input-len", "8",
+            "--output-len", "4", "--out", str(tmp_path), *extra,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and stuck_path not in seen:
+            time.sleep(0.05)
+        assert stuck_path in seen, (seen, proc.poll())
+        time.sleep(0.5)  # well inside the stuck call
+        assert proc.poll() is None, proc.communicate()
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        try:
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            pytest.fail(f"bench stuck at {stage} ignored SIGINT for 30 s")
+        took = time.monotonic() - sent
+    print(f"bench stuck at {stage}: stopped {took:.2f} s after SIGINT")
+    assert proc.returncode == 130, (out, err)
+    assert "Traceback" not in err
+    (run,) = [p for p in tmp_path.iterdir() if (p / "run.json").is_file()]
+    assert json.loads((run / "run.json").read_text())["status"] == "interrupted"
+    # The acceptance is 1 s; measured well under it on an idle machine (printed above),
+    # asserted with room for a loaded 2-core CI box.
+    assert took < 3, took
