@@ -10,6 +10,14 @@ from typing import Any
 from console.cli import argtypes
 from console.cli import run_common as rc
 
+DEFAULT_INPUT_LEN = 512
+DEFAULT_OUTPUT_LEN = 256
+DEMO_REQUESTS = 8
+DEMO_INPUT_LEN = 256
+DEMO_OUTPUT_LEN = 128
+"""With --demo, a benchmark given no counts or lengths runs 8 requests of 256 in, 128 out:
+about 45 s against the demo's slowest server (Qwen3.6-27B TP1 `off`, ~27 tok/s)."""
+
 
 def register(verbs: Any, common: argparse.ArgumentParser) -> None:
     bench = verbs.add_parser(
@@ -37,7 +45,7 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         type=argtypes.requests,
         default=None,
         metavar="N",
-        help="requests per level (default 16 unless --duration)",
+        help=f"requests per level (default 16, {DEMO_REQUESTS} with --demo, unless --duration)",
     )
     bench.add_argument(
         "--duration",
@@ -65,8 +73,21 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _workload_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--input-len", type=argtypes.token_count, default=512, metavar="N")
-    parser.add_argument("--output-len", type=argtypes.token_count, default=256, metavar="N")
+    parser.add_argument(
+        "--input-len",
+        type=argtypes.token_count,
+        default=None,
+        metavar="N",
+        help=f"prompt length in tokens (default {DEFAULT_INPUT_LEN}, {DEMO_INPUT_LEN} with --demo)",
+    )
+    parser.add_argument(
+        "--output-len",
+        type=argtypes.token_count,
+        default=None,
+        metavar="N",
+        help=f"output tokens per request (default {DEFAULT_OUTPUT_LEN}, {DEMO_OUTPUT_LEN} with"
+        " --demo)",
+    )
     parser.add_argument(
         "--range-ratio",
         type=float,
@@ -112,15 +133,21 @@ def _bench(args: argparse.Namespace) -> int:
     if args.concurrency:
         rc.check_open_files(max(args.concurrency), "--concurrency")
     services = rc.services(args)
+    demo = services.demo
+    requests = args.requests
+    if requests is None and args.duration is None and demo:
+        requests = DEMO_REQUESTS
+    input_len = args.input_len or (DEMO_INPUT_LEN if demo else DEFAULT_INPUT_LEN)
+    output_len = args.output_len or (DEMO_OUTPUT_LEN if demo else DEFAULT_OUTPUT_LEN)
     request = BenchRequest(
         server_id=args.server,
         url=args.url,
         concurrency=tuple(args.concurrency or ()),
         rates=tuple(args.rate or ()),
-        requests=args.requests,
+        requests=requests,
         duration_s=args.duration,
-        input_len=args.input_len,
-        output_len=args.output_len,
+        input_len=input_len,
+        output_len=output_len,
         range_ratio=args.range_ratio,
         endpoint=args.endpoint,
         warmup=args.warmup,
