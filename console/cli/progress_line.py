@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
@@ -58,9 +59,16 @@ def bar_line(progress: Progress, live: LevelProgress, width: int) -> str:
 class ProgressPrinter:
     """Prints the runner's events and progress to `stream` (the CLI's progress stream)."""
 
-    def __init__(self, stream: TextIO | None = None, *, tty: bool | None = None) -> None:
+    def __init__(
+        self,
+        stream: TextIO | None = None,
+        *,
+        tty: bool | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.stream = stream if stream is not None else sys.stdout
         self.tty = self.stream.isatty() if tty is None else tty
+        self.clock = clock
         self._bar_shown = False
         self._level: tuple[str | None, int] | None = None
         self._last_plain = 0.0
@@ -75,7 +83,7 @@ class ProgressPrinter:
         if live is None:
             return
         key = (progress.cell, live.index)
-        now = time.monotonic()
+        now = self.clock()
         if key != self._level:
             # A new level: its first plain line comes `PLAIN_EVERY_S` into it.
             self._level = key
