@@ -6,6 +6,7 @@ still gets the real values (also after `restart`, which relaunches from the mask
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
 import os
@@ -17,10 +18,13 @@ import httpx
 import pytest
 from rich.console import Console
 
+from console.cli.services import Services
 from console.core.redact import MASK
+from console.tui.app import ConsoleApp
 from console.tui.screens.servers import server_detail
 from console.tui.views import ServerView
 from tests.conftest import REPO, shipped_profile_on_port
+from tests.tui.conftest import settle, until
 
 API_KEY = "sk-APIKEYSECRET-7f3a9c0d1e2f"
 HF = "hf_PROFILEENVSECRET123"
@@ -138,6 +142,8 @@ def test_no_planted_secret_is_written_or_shown(
         for verb in (("ps", "--json"), ("logs", server["id"], "-n", "400")):
             result = dd(*verb, "--demo")
             outputs[" ".join(verb)] = result.stdout + result.stderr
+        # The TUI: its Logs and Servers screens as drawn, and its session recording.
+        outputs.update(asyncio.run(tui_views(tmp_path / "tui-recordings")))
 
         # The Servers screen's detail, for this record and for one written in clear (by an
         # older ddconsole): masked either way.
@@ -186,6 +192,33 @@ def test_no_planted_secret_is_written_or_shown(
     # whole lines, the --config comes after the long bucket lists).
     assert leaks({"ps -eo args": "\n".join(ps_lines)}) == []
     assert any("console.sim" in line and "--config" in line for line in ps_lines)
+
+
+async def tui_views(recordings: Path) -> dict[str, str]:
+    """The console on this host (demo state), recording its session into `recordings`: the
+    Logs screen's lines once the launch line is in, and the Servers screen as drawn."""
+    services = Services.create(demo=True)
+    app = ConsoleApp(services.live_backend(recordings=recordings), mode="logs")
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot)
+        logs = app.screen
+        await until(
+            pilot,
+            lambda: any("launching" in line for line in logs.lines),  # type: ignore[attr-defined]
+            30,
+            "the launch line in the Logs screen",
+        )
+        shown_logs = "\n".join(logs.lines)  # type: ignore[attr-defined]
+        await app.action_mode("servers")
+        await settle(pilot)
+        servers_svg = app.export_screenshot()
+    assert "launching" in shown_logs
+    # The secret-named variables are on show (masked), so a leak would be seen here.
+    assert "HF_TOKEN" in shown_logs
+    assert "CUSTOM_URL" in shown_logs
+    assert "HF_TOKEN" in servers_svg
+    assert any(recordings.glob("*.ddrec.gz"))
+    return {"tui logs screen": shown_logs, "tui servers screen": servers_svg}
 
 
 def dd_ps_args() -> list[str]:
