@@ -311,3 +311,54 @@ def test_up_on_a_read_only_or_full_state_filesystem_is_one_line(
         assert first.startswith("ddconsole: error: not launching: cannot"), result.stderr
         assert ("Read-only" if damage == "read-only" else "No space left") in first
         assert port_is_free(port)
+
+
+def test_a_campaign_that_fills_the_state_disk_stops_and_leaves_no_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, free_port_profiles: dict[str, int]
+):
+    """The probe's reproduction: a campaign writing its run into a state filesystem that
+    fills up mid-level ends with a clear message, and its server does not outlive it."""
+    port = free_port_profiles[PROFILE]
+    spec = tmp_path / "fill.toml"
+    spec.write_text(
+        f'name = "fill"\nprofile = "{PROFILE}"\nlayouts = ["tp1"]\nvariants = ["off"]\n'
+        "concurrency = [4]\nrequests = 1000000\ninput_len = 64\noutput_len = 64\n"
+    )
+    with small_tmpfs(tmp_path / "state", size="16m") as state:
+        monkeypatch.setenv("XDG_STATE_HOME", str(state))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "console", "campaign", str(spec), "--demo"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ),
+            cwd=REPO,
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and proc.poll() is None:
+                written = [p for p in state.rglob("requests.jsonl") if p.stat().st_size > 0]
+                if written:
+                    break
+                time.sleep(0.2)
+            assert proc.poll() is None, proc.communicate()
+            assert not port_is_free(port)  # the campaign's server is up and loaded
+            fill(state)
+            try:
+                out, err = proc.communicate(timeout=120)
+            except subprocess.TimeoutExpired:
+                pytest.fail("the campaign kept running on a full state filesystem")
+            assert "Traceback" not in err
+            assert "internal error" not in err
+            assert proc.returncode != 0, out + err
+            assert "No space left on device" in out + err
+            deadline = time.monotonic() + 15
+            while not port_is_free(port) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert port_is_free(port), "the campaign's server outlived it"
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+            (state / "filler").unlink(missing_ok=True)
+            dd("down", "--all", "--grace", "2")
