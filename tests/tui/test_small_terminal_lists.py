@@ -13,6 +13,7 @@ from console.tui.app import ConsoleApp
 from console.tui.widgets.run_tables import distinct_names, middle_cut
 from tests.tui.conftest import settle
 from tests.tui.scene import FIXTURES, SceneBackend
+from tests.tui.test_screens import static_text
 
 FIXTURE_RUN = FIXTURES / "runs" / "20261129-185811-qwen-ddtree-budgets"
 LONG_NAME = "bench-kimi-k2.6-tp8-eagle3-concurrency-sweep-input-2048"
@@ -118,3 +119,26 @@ def test_distinct_names_tell_alike_runs_apart():
         ("20261201-000000-x-2" + "y" * 30, "n" * 30),
     ]
     assert len(set(distinct_names(twins, 12))) == 2
+
+
+async def test_runs_detail_refits_when_the_terminal_narrows(scene_backend: SceneBackend):
+    """Laid out for 160 columns, the detail is laid out again at 80: whole columns
+    dropped, no value cut with an ellipsis."""
+    app = ConsoleApp(scene_backend, mode="runs")
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        wide = static_text(app, "#detail-text")
+        assert "E2E P99" in wide
+        await pilot.resize_terminal(80, 24)
+        await settle(pilot)
+        narrow = static_text(app, "#detail-text")
+        table_lines = [line for line in narrow.splitlines() if "TOK/S" in line]
+        assert table_lines, narrow
+        assert "…" not in narrow
+        # Whole columns went (the least read first), the ones an expert reads first stayed.
+        assert "VERIFY/STEP" in wide
+        assert "VERIFY/STEP" not in narrow
+        assert "E2E P99" not in narrow
+        for kept in ("TOK/S", "ACCEPT/STEP", "SPEEDUP", "TTFT P50/P99"):
+            assert kept in narrow
+        assert max(len(line.rstrip()) for line in narrow.splitlines()) <= 78
