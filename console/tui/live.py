@@ -267,11 +267,11 @@ class LiveBackend:
         from console.server import actions
 
         self._refuse_if_read_only()
-        progress = self._with_eta(plan, progress)
         try:
             record = actions.launch(self.manager, plan, on_event=progress)
             self._note(f"launched {record.id} ({plan.profile} {plan.layout} {plan.variant})")
-            status = actions.wait_ready(self.manager, record.id, on_event=progress)
+            waiting = self._with_eta(plan, progress)  # counted from the spawn
+            status = actions.wait_ready(self.manager, record.id, on_event=waiting)
         except ConsoleError as exc:
             raise ActionRefused(exc.message) from None
         return _outcome(status, progress)

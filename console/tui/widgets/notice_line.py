@@ -34,6 +34,10 @@ class NoticeLine(Static):
         """Add a notice; it goes after `timeout` seconds (or when newer ones push it out)."""
         self._count += 1
         number = self._count
+        # The same notice again (a key pressed twice) replaces the one shown.
+        kept = [(n, text) for n, text in self._shown if text.plain != message]
+        self._shown.clear()
+        self._shown.extend(kept)
         self._shown.append((number, Text(message, style=STYLES.get(severity, ""))))
         self.set_timer(max(0.5, timeout), lambda: self._expire(number))
         self._render_notices()
