@@ -12,6 +12,7 @@ from console.cli.render_runs import print_compare, print_summary
 from console.cli.run_common import runs_root, services
 
 if TYPE_CHECKING:
+    from console.bench.listing import RunRow
     from console.bench.rundir import RunDir
 
 
@@ -77,7 +78,7 @@ def _runs_list(args: argparse.Namespace) -> int:
             r.run_id,
             r.name or "-",
             r.kind or "-",
-            r.status if r.error is None else f"unreadable: {r.error}",
+            _status_text(r) if r.error is None else f"unreadable: {r.error}",
             f"{r.cells_done}/{r.cells}",
             time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created_wall))
             if r.created_wall
@@ -92,14 +93,43 @@ def _runs_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _status_text(row: RunRow) -> str:
+    """`running: level 1 of 3, 8/16 requests, ETA 42 s` in a level; else the run's status."""
+    from console.cli.progress_line import eta_text
+
+    live = row.level
+    if row.status != "running" or live is None:
+        return row.status
+    done = f"{live.completed}/{live.total}" if live.total is not None else f"{live.completed}"
+    return f"running: level {live.index + 1} of {live.of}, {done} requests, {eta_text(live.eta_s)}"
+
+
 def _runs_show(args: argparse.Namespace) -> int:
-    from console.bench.results import LevelRecord
     from console.bench.rundir import RunDir
     from console.bench.summary import load_summary
 
     run = RunDir.open(runs_root(args, services(args)), args.run)
     if args.follow:
-        seen = 0
+        _follow(run)
+    summary = load_summary(run)
+    if args.json:
+        print_json(summary.to_json())
+    else:
+        print_summary(summary)
+    _warn_damage(run)
+    return 0
+
+
+def _follow(run: RunDir) -> None:
+    """Print each level's verdict as it is written, and the running level's progress (a bar
+    on a terminal, a plain line every ten seconds otherwise), until the runner ends."""
+    from console.bench.listing import run_row
+    from console.bench.results import LevelRecord
+    from console.cli.progress_line import ProgressPrinter
+
+    printer = ProgressPrinter()
+    seen = 0
+    try:
         while True:
             lines = run.read_jsonl("levels.jsonl")
             # The summary judges a level (one whose every request failed is `failed`, with
@@ -111,19 +141,17 @@ def _runs_show(args: argparse.Namespace) -> int:
                 except ValueError:
                     continue
                 status, reason = judged.get((level.cell, level.level), (level.status, None))
-                why = f": {reason}" if status == "failed" and reason else ""
-                print(f"{level.cell}: level {level.level} {status}{why}", flush=True)
+                why = f": {reason}" if status in ("failed", "interrupted") and reason else ""
+                printer.event(f"{level.cell}: level {level.level} {status}{why}")
             seen = len(lines)
             if run.owner_alive() is None:
                 break
+            progress = run_row(run.path).progress
+            if progress is not None:
+                printer.progress(progress)
             time.sleep(0.5)
-    summary = load_summary(run)
-    if args.json:
-        print_json(summary.to_json())
-    else:
-        print_summary(summary)
-    _warn_damage(run)
-    return 0
+    finally:
+        printer.close()
 
 
 def _warn_damage(run: RunDir) -> None:

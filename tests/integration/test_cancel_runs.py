@@ -75,6 +75,10 @@ def test_runs_stop_stops_a_campaign_cleanly_and_it_resumes(tmp_path: Path) -> No
     run_id = str(detached["run_id"])
     wait_requests(run_dir, 2)
     runner_pid = int(str(detached["pid"]))
+    # While it runs, `runs list` says where it is: the level, requests done, an ETA.
+    listed = run_cli_subprocess("--demo", "runs", "list")
+    assert "running: level 1 of 2, " in listed.stdout
+    assert "/24 requests, ETA " in listed.stdout
 
     # Not a TTY: no question asked. A prefix of the id names the run.
     stopped = run_cli_subprocess("--demo", "runs", "stop", run_id[:17], "--json", timeout=90)
