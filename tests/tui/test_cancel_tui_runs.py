@@ -95,6 +95,8 @@ async def test_x_stops_a_running_benchmark_from_its_row() -> None:
         assert "now: qwen3.6-27b/tp1/off level 1/2 (concurrency 1)" in detail
         asked = await stop_the_selected_run(pilot, app)
         assert "Stop benchmark" in asked
+        assert "now: qwen3.6-27b/tp1/off level 1/2" in asked
+        assert "the server it measures keeps running" in asked
         assert run_dir.name in asked
         await until(pilot, lambda: status(run_dir) == "interrupted", 60, "the run to stop")
         await until(
@@ -129,6 +131,7 @@ async def test_x_stops_a_running_campaign_and_the_server_it_launched() -> None:
         asked = await stop_the_selected_run(pilot, app)
         assert asked.startswith("Stop campaign qwen-ddtree-budgets?")
         assert "0/4 cells done" in asked
+        assert "the servers it launched are stopped and it can be resumed" in asked
         await until(pilot, lambda: status(run_dir) == "interrupted", 90, "the campaign to stop")
         await until(
             pilot,

@@ -78,6 +78,8 @@ class BenchScreen(ConsoleScreen):
         self._listed_at = 0.0
         self._targets: list[str] = []
         self._columns: tuple[str, ...] = ()
+        self._follow: str | None = None
+        """A run started here: selected (its levels followed) once the list has it."""
 
     def compose_body(self) -> ComposeResult:
         with Horizontal(id="top"):
@@ -145,6 +147,9 @@ class BenchScreen(ConsoleScreen):
     def _show_runs(self, rows: list[RunRow], force: bool = False) -> None:
         table = self.query_one("#recent", DataTable)
         selected = self._selected_run()
+        if self._follow is not None and self._follow in [r.run_id for r in rows]:
+            selected, self._follow = self._follow, None
+            force = True
         if force or rows != self.runs:
             self.runs = rows
             self._columns = self._wanted_columns()
@@ -371,12 +376,17 @@ class BenchScreen(ConsoleScreen):
         if row.status != "running":
             self.notify(f"run {row.run_id} is {row.status}: nothing to stop", severity="warning")
             return
-        what = "campaign" if row.kind == "campaign" else "benchmark"
-        where = f"; now {_now_line(row.progress, row.level)}" if row.progress else ""
+        campaign = row.kind == "campaign"
+        what = "campaign" if campaign else "benchmark"
+        where = f"\n{_now_line(row.progress, row.level)}" if row.progress else ""
+        outcome = (
+            "the servers it launched are stopped and it can be resumed"
+            if campaign
+            else "the server it measures keeps running"
+        )
         detail = (
-            f"{row.run_id}: {row.cells_done}/{row.cells} cells done{where}.\nThe level in "
-            "progress is recorded as interrupted, the summary kept, the servers it launched "
-            "stopped; a campaign can be resumed."
+            f"{row.run_id}: {row.cells_done}/{row.cells} cells done{where}\nThe level in "
+            f"progress is recorded as interrupted and the summary kept; {outcome}."
         )
 
         def confirmed(yes: bool | None) -> None:
@@ -433,11 +443,17 @@ class BenchScreen(ConsoleScreen):
             self.app.call_from_thread(self.notify, f"{type(exc).__name__}: {exc}", severity="error")
             return
         self.app.call_from_thread(self.notify, f"{what}: run {run_id} (detached)")
+        self._follow = run_id
         self._listed_at = 0.0
 
 
 def _eta(level: LevelProgress | None) -> str:
-    return "" if level is None or level.eta_s is None else f"ETA {format_duration(level.eta_s)}"
+    return "" if level is None or level.eta_s is None else f"ETA {_seconds(level.eta_s)}"
+
+
+def _seconds(seconds: float) -> str:
+    """`31s`, `2m05s`: an ETA to the second."""
+    return f"{seconds:.0f}s" if seconds < 59.5 else format_duration(seconds)
 
 
 def _status_text(row: RunRow, *, narrow: bool) -> Text:
@@ -449,7 +465,8 @@ def _status_text(row: RunRow, *, narrow: bool) -> Text:
     if not narrow or level is None:
         return Text(row.status, style="bold yellow")
     total = "?" if level.total is None else str(level.total)
-    return Text(f"▶ {level.completed}/{total} {_eta(level)}".rstrip(), style="bold yellow")
+    left = "" if level.eta_s is None else f" {_seconds(level.eta_s)}"
+    return Text(f"▶{level.completed}/{total}{left}", style="bold yellow")
 
 
 def _level_numbers(level: LevelProgress) -> str:
