@@ -7,9 +7,11 @@ there), composes a `FilterBar`, and builds its rows through `self.finder`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Input
 
 from console.tui.backend import Backend
 from console.tui.screens.base import ConsoleScreen
@@ -17,11 +19,18 @@ from console.tui.widgets.filter_bar import FilterBar
 from console.tui.widgets.finder import Finder
 
 FIND_BINDINGS: list[Binding] = [
-    Binding("slash", "find", "Filter", key_display="/"),
+    # A priority binding: the app handles it before it passes the next keys on, so what is
+    # typed straight after `/` (a fast typist, a paste) lands in the filter.
+    Binding("slash", "find", "Filter", key_display="/", priority=True),
     Binding("o", "sort", "Sort"),
     Binding("O", "sort_reverse", "Reverse sort", show=False),
     Binding("escape", "clear_filter", "Clear filter", show=False),
 ]
+
+
+def typing(screen: Screen[Any]) -> bool:
+    """A text field has the focus: `/` is a character there, not a key binding."""
+    return isinstance(screen.focused, Input)
 
 
 class FindScreen(ConsoleScreen):
@@ -42,6 +51,9 @@ class FindScreen(ConsoleScreen):
     def show_count(self, shown: int, total: int, what: str = "rows") -> None:
         for bar in self.query(FilterBar):
             bar.set_count(f"{shown} of {total} {what}" if self.finder.active else "")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return not (action == "find" and typing(self))
 
     def action_find(self) -> None:
         self.query_one(FilterBar).open()

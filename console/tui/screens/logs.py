@@ -23,6 +23,7 @@ from console.server.diagnose import Diagnosis, diagnose_file
 from console.server.milestones import LogFollower, tail_lines
 from console.tui.backend import Backend
 from console.tui.screens.base import ConsoleScreen
+from console.tui.screens.find import typing
 from console.tui.views import ServerView
 from console.tui.widgets.filter_bar import FilterBar
 from console.tui.widgets.marked_log import MarkedLog
@@ -47,7 +48,7 @@ class LogsScreen(ConsoleScreen):
         Binding("left_square_bracket", "cycle(-1)", "Prev server", key_display="["),
         Binding("right_square_bracket", "cycle(1)", "Next server", key_display="]"),
         Binding("f", "follow", "Follow"),
-        Binding("slash", "search", "Search", key_display="/"),
+        Binding("slash", "search", "Search", key_display="/", priority=True),
         Binding("n", "next_match(1)", "Next match"),
         Binding("N", "next_match(-1)", "Prev match"),
         Binding("enter", "next_match(1)", "Next match", show=False),
@@ -258,6 +259,10 @@ class LogsScreen(ConsoleScreen):
         if self.follow:
             log.scroll_end(animate=False)
         self.refresh_data()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """`/` types a slash in the search bar (paths are searched for too)."""
+        return not (action == "search" and typing(self))
 
     def action_search(self) -> None:
         """`/`: the search bar under the log; matches light up as you type."""

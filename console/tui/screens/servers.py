@@ -207,7 +207,7 @@ class ServersScreen(FindScreen):
             server = self.selected()
             ended = server is not None and not server.live
             return ended if action == "forget" else not ended
-        return True
+        return super().check_action(action, parameters)
 
     def action_forget(self) -> None:
         self.action_stop()

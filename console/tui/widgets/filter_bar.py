@@ -84,17 +84,16 @@ class FilterBar(Horizontal):
         """Show the bar and put the cursor in it."""
         self.add_class("shown")
         field = self.query_one(FilterInput)
-        field.focus()
+        # At once, not on the next idle (as `focus()` does): keys typed right after `/`
+        # (a paste, a fast typist) must reach the field, not the screen's bindings.
+        self.screen.set_focus(field)
         field.cursor_position = len(field.value)
 
     def leave(self) -> None:
         """Back to the table; the bar stays while it holds a filter."""
         self.set_class(bool(self.text), "shown")
         targets = self.screen.query(f"#{self.target}") if self.target else None
-        if targets:
-            targets.first().focus()
-        else:
-            self.screen.set_focus(None)
+        self.screen.set_focus(targets.first() if targets else None)
 
     def clear(self) -> None:
         """Empty the filter and hide the bar."""
