@@ -100,8 +100,9 @@ class ServerControl(Protocol):
     def failure(self, server_id: str) -> str | None:
         """Why the server died, if it did."""
 
-    def stop(self, server_id: str) -> list[str] | None:
-        """Stop the cell's server; returns warnings (a state file left unwritten)."""
+    def stop(self, server_id: str, reason: str = "campaign cell done") -> list[str] | None:
+        """Stop the cell's server, saying why; returns warnings (a state file left
+        unwritten)."""
 
     def stopped_elsewhere(self, server_id: str) -> bool:
         """Whether someone else (`down`, the TUI) asked the server to stop."""
@@ -353,7 +354,8 @@ class CampaignRunner:
         finally:
             if cell.fixed is None and started.server_id and self.control is not None:
                 self.on_event(f"{cell.cell_id}: stopping {started.server_id}")
-                warnings = await asyncio.to_thread(self.control.stop, started.server_id)
+                why = "campaign stopped" if self.stop.is_set() else "campaign cell done"
+                warnings = await asyncio.to_thread(self.control.stop, started.server_id, why)
                 for line in warnings or ():
                     self.on_event(f"{cell.cell_id}: {line}")
 

@@ -90,11 +90,11 @@ class ManagedControl:
             return False
         return record.stop_requested_wall is not None and record.stop_requested_by_pid != getpid()
 
-    def stop(self, server_id: str) -> list[str]:
+    def stop(self, server_id: str, reason: str = "campaign cell done") -> list[str]:
         """Stop the cell's server (a full or read-only state dir does not prevent it);
         returns the warnings of the stop."""
         status = self.manager.status(server_id, probe=False)
         if status.state.terminal:
             return []
-        report = self.manager.stop(server_id, grace=self.stop_grace_s, reason="campaign cell done")
+        report = self.manager.stop(server_id, grace=self.stop_grace_s, reason=reason)
         return report.notes + report.warnings

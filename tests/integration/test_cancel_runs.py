@@ -112,6 +112,8 @@ def test_runs_stop_stops_a_campaign_cleanly_and_it_resumes(tmp_path: Path) -> No
     assert stopped_level["errors"] == 0
     assert stopped_level["requests"] == len(rows) - len(cancelled)
     assert servers_running() == []
+    listed = json.loads(run_cli_subprocess("--demo", "ps", "--all", "--json").stdout)
+    assert [s["reason"] for s in listed] == ["campaign stopped"]
 
     # Nothing left to stop: exit 1 with a reason; an unknown run: exit 2.
     again = run_cli_subprocess("--demo", "runs", "stop", run_id, "--yes")
