@@ -3,6 +3,7 @@ escape clears it; in Logs it highlights matches with a `match n of M` counter.""
 
 from __future__ import annotations
 
+from textual import events
 from textual.coordinate import Coordinate
 from textual.widgets import DataTable, Static
 
@@ -180,3 +181,21 @@ async def test_logs_search_bar_shift_enter_goes_backwards(scene_backend: SceneBa
         await settle(pilot)
         assert screen.match_at == 39  # the last Decode line: searching backwards from the top
         assert bar_count(app) == "match 40 of 40"
+
+
+async def test_keys_typed_at_once_after_slash_land_in_the_filter(scene_backend: SceneBackend):
+    """A paste or tmux send-keys delivers `/tp4` in one read: every key after `/` is the
+    filter's, none a key binding (`t` would switch to Topology)."""
+    app = ConsoleApp(scene_backend, mode="servers")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        for key, character in (("slash", "/"), ("t", "t"), ("p", "p"), ("4", "4")):
+            app.post_message(events.Key(key, character))
+        await settle(pilot)
+        assert app.screen.TITLE == "Servers"
+        assert app.screen.query_one(FilterBar).text == "tp4"
+        assert row_keys(app.screen.query_one("#list", DataTable)) == [B]
+        # In the field, `/` is a character (the Logs search looks for paths too).
+        await pilot.press("slash")
+        await settle(pilot)
+        assert app.screen.query_one(FilterBar).text == "tp4/"
