@@ -3,10 +3,12 @@ and the dashboard's GPUs (sorted within their NUMA node). The finder's ordering 
 
 from __future__ import annotations
 
+import pytest
 from rich.text import Text
 from textual.widgets import DataTable
 
 from console.tui.app import ConsoleApp
+from console.tui.screens.modals import HelpScreen
 from console.tui.widgets.finder import Finder, FindRow, sort_value
 from tests.tui.conftest import settle
 from tests.tui.scene import A, B, C, SceneBackend
@@ -135,3 +137,19 @@ def test_finder_filters_case_insensitively_and_sorts_stably():
     assert finder.header("NAME") == "NAME"
     assert finder.cycle(["NAME", "N"]) is None
     assert finder.header("N") == "N"
+
+
+@pytest.mark.parametrize("mode", ["servers", "runs", "dashboard"])
+async def test_help_lists_the_find_keys(scene_backend: SceneBackend, mode: str):
+    app = ConsoleApp(scene_backend, mode=mode)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await settle(pilot)
+        assert isinstance(app.screen, HelpScreen)
+        rows = dict(app.screen.rows)
+        assert rows["/"] == "Filter"
+        assert rows["o"] == "Sort"
+        assert rows["O"] == "Reverse sort"
+        if mode == "servers":
+            assert rows["a"] == "Stopped"
