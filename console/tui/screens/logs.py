@@ -113,15 +113,18 @@ class LogsScreen(ConsoleScreen):
             reason.update("")
             return
         mode = "following" if self.follow else "paused (f to follow)"
-        search = f"  /{self.pattern.pattern}/ {self.match_counter()}" if self.pattern else ""
+        search = f"/{self.pattern.pattern}/ {self.match_counter()}  " if self.pattern else ""
         for bar in self.query(FilterBar):
             bar.set_count(self.match_counter() if self.pattern else "")
+        # What changes as you work (state, following, the search) first; at 80 columns the
+        # plan and the path are what the edge cuts.
         which.update(
             Text.assemble(
                 (server.id, "bold"),
-                f"  {server.label}  {server.state}  {server.log_path or 'no log'}  ",
-                (mode, "dim"),
+                f"  {server.state}  ",
+                (f"{mode}  ", "dim"),
                 (search, "cyan"),
+                f"{server.label}  {server.log_path or 'no log'}",
             )
         )
         if server.state == "failed":
