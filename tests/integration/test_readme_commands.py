@@ -35,7 +35,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from console.cli.services import Services
 from console.core.net import free_port
+from console.core.paths import StatePaths
 from tests.conftest import REPO
 
 README = REPO / "README.md"
@@ -255,12 +257,16 @@ class Sandbox:
         return done.stdout
 
     def runs(self) -> list[dict]:
-        """Every run, newest first."""
-        rows = json.loads(self.dd("runs", "list", "--json"))
+        """Every demo run, newest first (read here: a setup step, not a README command)."""
+        from console.bench.listing import list_runs
+
+        rows = [row.to_json() for row in list_runs(StatePaths.for_mode(True).runs)]
         return sorted(rows, key=lambda r: r["created_wall"] or 0, reverse=True)
 
     def servers(self) -> list[dict]:
-        return json.loads(self.dd("ps", "--all", "--json"))
+        """Every demo server, stopped ones too."""
+        statuses, _ = Services.create(demo=True).manager().statuses(probe=False)
+        return [status.to_json() for status in statuses]
 
     # -- setup steps -----------------------------------------------------------------------
 
@@ -502,7 +508,10 @@ def test_the_lists_name_only_readme_commands():
             assert any(old.startswith(word) for word in REASONS), f"no reason for {old!r}"
 
 
+@pytest.mark.slow
 def test_every_readme_command_runs(box: Sandbox):
+    """About 45 commands and a dozen servers: 70-90 s on an idle 2-core machine, more when it
+    is busy (each command is a fresh ddconsole process), hence `slow`."""
     commands = readme_commands()
     unknown = sorted({c.section for c in commands if not skipped(c)} - set(SECTIONS))
     assert not unknown, f"README sections with commands this test does not place: {unknown}"
