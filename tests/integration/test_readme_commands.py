@@ -510,8 +510,8 @@ def test_the_lists_name_only_readme_commands():
 
 @pytest.mark.slow
 def test_every_readme_command_runs(box: Sandbox):
-    """About 45 commands and a dozen servers: 70-90 s on an idle 2-core machine, more when it
-    is busy (each command is a fresh ddconsole process), hence `slow`."""
+    """About 45 commands and a dozen simulator servers, each command a fresh ddconsole
+    process: about 2.5 minutes on a shared 2-core machine at load 4, hence `slow`."""
     commands = readme_commands()
     unknown = sorted({c.section for c in commands if not skipped(c)} - set(SECTIONS))
     assert not unknown, f"README sections with commands this test does not place: {unknown}"
