@@ -258,7 +258,7 @@ def _ps(args: argparse.Namespace) -> int:
     from console.core.units import format_duration, format_index_set
 
     if not statuses and not problems and not folded:
-        print("no managed servers" + (" (demo)" if services.demo else ""))
+        print("no managed servers" + (" (demo)" if services.demo else "") + _other_mode(services))
     rows = []
     for status in statuses:
         plan = status.record.plan
@@ -328,6 +328,22 @@ def _ps(args: argparse.Namespace) -> int:
             )
         )
     return 0
+
+
+def _other_mode(services: Services, verb: str = "ps") -> str:
+    """A note naming the servers of the other mode's state dir (demo servers are apart), so
+    `ps` without `--demo` does not look empty while demo servers run; "" when it has none."""
+    from console.core.paths import StatePaths
+    from console.server.records import Records
+
+    other = not services.demo
+    count = len(Records(StatePaths.for_mode(other)).ids())
+    if not count:
+        return ""
+    flag = " --demo" if other else ""
+    kind = "demo server" if other else "server outside demo mode"
+    plural = "s" if count != 1 else ""
+    return f"; {count} {kind}{plural}: `ddconsole {verb}{flag}`"
 
 
 def _targets(args: argparse.Namespace, manager: ServerManager) -> list[str]:
@@ -417,7 +433,10 @@ def _down(args: argparse.Namespace) -> int:
     manager = services.manager()
     results: list[dict[str, object]] = []  # `down --json`: one object per server
     code = 0
-    for server_id in _targets(args, manager):
+    targets = _targets(args, manager)
+    if not targets:
+        _say(args, "no managed servers to stop" + _other_mode(services, "down --all"))
+    for server_id in targets:
 
         def progress(elapsed: float, text: str, sid: str = server_id) -> None:
             _say(args, f"  {sid} {elapsed:5.1f}s {text}")

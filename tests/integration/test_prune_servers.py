@@ -137,3 +137,19 @@ def test_prune_rejects_a_bad_duration(cli):
     result = cli("prune", "--older-than", "soon")
     assert result.code == 2
     assert "argument --older-than: 'soon' is not a duration" in result.err
+
+
+def test_ps_and_down_without_demo_point_at_the_demo_servers(cli):
+    """Demo servers live in their own state dir: `ps`/`down --all` without --demo say so
+    instead of looking empty (F3 of the new-user trial)."""
+    servers = StatePaths.for_mode(True).ensure().servers
+    servers.mkdir(parents=True, exist_ok=True)
+    (servers / "qwen3.6-27b-tp1-1.json").write_text("{}")
+    shown = cli("ps")
+    assert shown.code == 0
+    assert "no managed servers; 1 demo server: `ddconsole ps --demo`" in shown.out
+    stopped = cli("down", "--all")
+    assert stopped.code == 0
+    assert "no managed servers to stop; 1 demo server: `ddconsole down --all --demo`" in (
+        stopped.out
+    )
