@@ -105,9 +105,3 @@ class Finder:
         if column != self.column:
             return column
         return f"{column}{DOWN if self.descending else UP}"
-
-    def describe(self, shown: int, total: int, what: str = "rows") -> str:
-        """`/qwen: 2 of 9 rows` while filtering; empty otherwise."""
-        if not self.text:
-            return ""
-        return f"/{self.text}: {shown} of {total} {what}"
