@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable, RichLog, Static
 
 from console.cli.services import Services
 from console.core.net import free_port
@@ -181,3 +181,20 @@ async def test_x_reads_forget_on_an_ended_server(scene_backend: SceneBackend):
         await pilot.press("up")
         await settle(pilot)
         assert app.screen.active_bindings["x"].binding.description == "Stop"
+
+
+async def test_a_damaged_config_is_said_and_the_default_age_used(
+    scene_backend: SceneBackend, isolated_dirs: Path
+):
+    folder = isolated_dirs / "xdg_config_home" / "ddconsole"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.toml").write_text('[console]\nfold_stopped_after = "soon"\n')
+    app = ConsoleApp(scene_backend, mode="servers")
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert screen.fold_after_s == 3600  # type: ignore[attr-defined]
+        activity = screen.query_one("#activity", RichLog)
+        said = " ".join("".join(s.text for s in line) for line in activity.lines)
+        assert "console.fold_stopped_after" in said
+        assert "folding stopped servers after 1h" in said

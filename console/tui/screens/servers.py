@@ -21,7 +21,7 @@ from textual.widgets import DataTable, RichLog, Static
 from console.core.redact import redact_argv, redact_env
 from console.core.units import format_duration, format_index_set
 from console.tui.backend import ActionRefused, Backend
-from console.tui.fold import fold_after_s, folded_note, split_folded, wall_clock
+from console.tui.fold import age_text, fold_after_s, folded_note, split_folded, wall_clock
 from console.tui.screens.find import FIND_BINDINGS, FindScreen
 from console.tui.screens.launch import LaunchChoice, LaunchScreen
 from console.tui.screens.modals import ConfirmScreen
@@ -123,7 +123,8 @@ class ServersScreen(FindScreen):
     def on_mount(self) -> None:
         self.query_one("#activity", RichLog).write(Text("activity", style="bold"))
         if self._settings_problem:
-            self._say(f"{self._settings_problem}; folding stopped servers after 1h")
+            age = age_text(self.fold_after_s)
+            self._say(f"{self._settings_problem}; folding stopped servers after {age}")
 
     def on_resize(self) -> None:
         self.query_one("#lower").set_class(self.size.width < 110, "narrow")
