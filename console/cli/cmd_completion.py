@@ -80,6 +80,7 @@ SCRIPTS = {"bash": BASH, "zsh": ZSH, "fish": FISH}
 def register(verbs: Any, common: argparse.ArgumentParser) -> None:
     completion = verbs.add_parser(
         "completion",
+        parents=[common],
         help="print a shell completion script (bash, zsh or fish)",
         description="Prints a script that completes ddconsole's verbs, flags, profiles, "
         "layouts, variants, server ids and run ids. bash: add "

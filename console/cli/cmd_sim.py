@@ -13,8 +13,9 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         description="Runs the simulator the demo mode launches: SGLang launch arguments plus "
         "--sim-speed FACTOR, --sim-seed N and --sim-fault KIND[:ARG][,...] "
         "(slow-start, crash-at-load:{oom,kv-oom,hybrid-oom,nccl,import,notfound,gated,version,"
-        "badflag}, crash-mid-stream[:N], runtime-oom[:TOKENS], hang[:S], bad-metrics, "
-        "metrics-nan, metrics-reset[:S], metrics-500, http-500[:RATE], orphans, misbind).",
+        "dp-port,badflag}, crash-mid-stream[:N], runtime-oom[:TOKENS], prefill-oom, hang[:S], "
+        "bad-metrics, metrics-nan, metrics-reset[:S], metrics-500, http-500[:RATE], orphans, "
+        "misbind, hold-capture:PATH). `ddconsole sim --help` prints SGLang's own options.",
         add_help=False,
         # No option of its own: every argument, `--model-path` and `--help` included, is
         # the simulator's (with "-" as a prefix, argparse stops REMAINDER at the first
