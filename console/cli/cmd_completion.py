@@ -36,8 +36,9 @@ complete -F _ddconsole_complete ddconsole
 """
 
 ZSH = r"""#compdef ddconsole
-# ddconsole completion for zsh: eval "$(ddconsole completion zsh)" (after compinit)
-_ddconsole_complete() {
+# ddconsole completion for zsh: save as _ddconsole in a folder on $fpath (before compinit),
+# or eval "$(ddconsole completion zsh)" after compinit.
+_ddconsole() {
     local cmd="${words[1]}" line
     (( $+commands[$cmd] )) || [[ -x "$cmd" ]] || cmd=__PROGRAM__
     local -a answers values
@@ -52,7 +53,11 @@ _ddconsole_complete() {
     (( ${#values} )) && compadd -Q -- "${values[@]}"
     return 0
 }
-compdef _ddconsole_complete ddconsole
+if [[ "${funcstack[1]}" == "_ddconsole" ]]; then
+    _ddconsole "$@"
+else
+    compdef _ddconsole ddconsole
+fi
 """
 
 FISH = r"""# ddconsole completion for fish: ddconsole completion fish | source

@@ -268,6 +268,11 @@ def candidates(parser: argparse.ArgumentParser, words: list[str]) -> list[str]:
         current = ""
     context = walk(parser, joined)
     found: list[str]
+    flag, equals, value = current.partition("=")
+    option = _option(context.parser, flag) if equals and flag.startswith("--") else None
+    if option is not None and _takes_value(option) and context.pending is None:
+        # zsh and fish keep `--layout=tp` one word: complete its value, the flag kept.
+        return [f"{flag}={v}" for v in _values(context, option) if v.startswith(value)]
     if context.pending is not None:
         found = _values(context, context.pending)
     elif context.path[:1] == ["sim"]:

@@ -134,7 +134,7 @@ def test_sim_completes_sglangs_own_flags(script: Path):
 
 def test_zsh_and_fish_scripts_call_the_same_helper():
     for shell, marker in (
-        ("zsh", "compdef _ddconsole_complete ddconsole"),
+        ("zsh", "compdef _ddconsole ddconsole"),
         ("fish", "complete -c ddconsole"),
     ):
         text = subprocess.run(
@@ -143,6 +143,19 @@ def test_zsh_and_fish_scripts_call_the_same_helper():
         assert marker in text
         assert f"__complete {shell} --" in text
         assert str(DDCONSOLE) in text
+
+
+def test_a_flag_and_its_value_in_one_word(isolated_dirs: Path):
+    """zsh and fish hand `--layout=tp` over as one word: the value is completed, the flag
+    kept."""
+    result = subprocess.run(
+        [str(DDCONSOLE), "__complete", "zsh", "--", "up", "qwen3.6-27b", "--layout=tp"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert result.stdout.split() == ["--layout=tp1", "--layout=tp4", "--layout=tp8"]
 
 
 def test_the_helper_never_prints_a_traceback(isolated_dirs: Path):
