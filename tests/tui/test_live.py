@@ -89,6 +89,9 @@ async def test_operator_loop_launch_bench_runs_switch_stop():
         )
         screen.query_one("#targets", OptionList).focus()
         await pilot.press("g")
+        # It asks first, with what will run and about how long.
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), 15, "the confirmation")
+        await pilot.press("y")
         runs_root = backend.runs_root
         await until(
             pilot,
