@@ -10,7 +10,7 @@ from textual.widgets import DataTable, Static
 from console.tui.app import ConsoleApp
 from console.tui.screens.logs import LogsScreen
 from console.tui.widgets.filter_bar import FilterBar, FilterInput
-from console.tui.widgets.marked_log import MarkedLog
+from console.tui.widgets.log_view import LogView
 from tests.tui.conftest import settle
 from tests.tui.scene import A, B, C, SceneBackend
 
@@ -113,8 +113,10 @@ async def test_gpu_filter_keeps_matching_gpus_and_their_numa_node(scene_backend:
         assert "NUMA 1" in text
 
 
-def _styles(log: MarkedLog, index: int) -> set[str]:
-    return {str(segment.style) for segment in log.lines[index] if segment.style is not None}
+def _styles(log: LogView, index: int) -> set[str]:
+    """The styles line `index` is drawn with (its spans and its own)."""
+    line = log.line(index)
+    return {str(span.style) for span in line.spans} | {str(line.style)}
 
 
 async def test_logs_search_counts_matches_and_marks_the_current_one(
@@ -135,8 +137,8 @@ async def test_logs_search_counts_matches_and_marks_the_current_one(
         await settle(pilot)
         assert screen.match_at == 0
         assert bar_count(app) == "match 1 of 40"
-        assert isinstance(screen.focused, MarkedLog)
-        log = screen.query_one(MarkedLog)
+        assert isinstance(screen.focused, LogView)
+        log = screen.query_one(LogView)
         assert any("dark_orange3" in style for style in _styles(log, 0))
         await pilot.press("n", "n")
         await settle(pilot)

@@ -10,9 +10,11 @@ from textual.coordinate import Coordinate
 from textual.widgets import DataTable
 
 from console.tui.app import ConsoleApp
+from console.tui.screens.logs import LogsScreen
+from console.tui.widgets.log_view import LogView
 from console.tui.widgets.run_tables import distinct_names, middle_cut
 from tests.tui.conftest import settle
-from tests.tui.scene import FIXTURES, SceneBackend
+from tests.tui.scene import FIXTURES, C, SceneBackend
 from tests.tui.test_screens import static_text
 
 FIXTURE_RUN = FIXTURES / "runs" / "20261129-185811-qwen-ddtree-budgets"
@@ -142,3 +144,32 @@ async def test_runs_detail_refits_when_the_terminal_narrows(scene_backend: Scene
         for kept in ("TOK/S", "ACCEPT/STEP", "SPEEDUP", "TTFT P50/P99"):
             assert kept in narrow
         assert max(len(line.rstrip()) for line in narrow.splitlines()) <= 78
+
+
+async def test_logs_wrap_long_lines_at_80x24_and_jumps_still_land(scene_backend: SceneBackend):
+    app = ConsoleApp(scene_backend, mode="logs")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, LogsScreen)
+        assert screen.server_id == C
+        log = screen.query_one(LogView)
+        count = log.line_count
+        assert log.virtual_size.height == count
+        assert log.virtual_size.width > 80  # long lines run off: scrolled sideways
+        await pilot.press("w")
+        await settle(pilot)
+        assert log.wrap
+        assert log.virtual_size.height > count
+        assert log.virtual_size.width <= 80
+        await pilot.press("slash", *"sigquit", "enter")
+        await settle(pilot)
+        hit = screen.match_at
+        assert "sigquit" in screen.lines[hit]
+        assert log.line_y(hit) > hit  # lines above it wrapped
+        assert log.scroll_offset.y == max(0, min(log.line_y(hit) - 3, log.max_scroll_y))
+        await pilot.press("w")
+        await settle(pilot)
+        log = screen.query_one(LogView)
+        assert not log.wrap
+        assert log.virtual_size.height == count

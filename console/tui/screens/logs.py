@@ -26,7 +26,7 @@ from console.tui.screens.base import ConsoleScreen
 from console.tui.screens.find import typing
 from console.tui.views import ServerView
 from console.tui.widgets.filter_bar import FilterBar
-from console.tui.widgets.marked_log import MarkedLog
+from console.tui.widgets.log_view import LogView
 
 MAX_LINES = 5000
 MATCH_STYLE = "black on yellow"
@@ -56,6 +56,7 @@ class LogsScreen(ConsoleScreen):
         Binding("escape", "clear_search", "Clear search", show=False),
         Binding("e", "next_error", "Next error"),
         Binding("d", "failure_line", "Failure line"),
+        Binding("w", "wrap", "Wrap"),
     ]
 
     def __init__(self, backend: Backend) -> None:
@@ -78,7 +79,7 @@ class LogsScreen(ConsoleScreen):
     def compose_body(self) -> ComposeResult:
         yield Static("", id="which")
         yield Static("", id="reason")
-        yield MarkedLog(id="log", max_lines=MAX_LINES, wrap=False, markup=False, auto_scroll=True)
+        yield LogView(MAX_LINES, id="log")
         yield FilterBar(target="log", placeholder="search the log (regex, case-insensitive)")
 
     def show_server(self, server_id: str) -> None:
@@ -90,7 +91,7 @@ class LogsScreen(ConsoleScreen):
             self.lines.clear()
             self.match_at = -1
             if self.is_mounted:
-                self.query_one("#log", MarkedLog).clear()
+                self.query_one("#log", LogView).clear()
         self.refresh_data()
 
     def _server(self) -> ServerView | None:
@@ -208,21 +209,22 @@ class LogsScreen(ConsoleScreen):
         return text
 
     def _append(self, lines: list[str]) -> None:
-        log = self.query_one("#log", MarkedLog)
+        log = self.query_one("#log", LogView)
         dropped = max(0, len(self.lines) + len(lines) - MAX_LINES)
         self.lines.extend(lines)
         self._appended += len(lines)
         if self.match_at >= 0:
             # The oldest lines went: the current match moved up (or went with them).
             self.match_at = self.match_at - dropped if self.match_at >= dropped else -1
-        for line in lines:
-            log.write(self._styled(line), scroll_end=self.follow)
+        log.append([self._styled(line) for line in lines], scroll_end=self.follow)
 
     def _redraw(self) -> None:
-        log = self.query_one("#log", MarkedLog)
+        log = self.query_one("#log", LogView)
         log.clear()
-        for index, line in enumerate(self.lines):
-            log.write(self._styled(line, index == self.match_at), scroll_end=False)
+        log.append(
+            [self._styled(line, i == self.match_at) for i, line in enumerate(self.lines)],
+            scroll_end=False,
+        )
 
     def match_lines(self) -> list[int]:
         """The indices of the lines the search matches (cached until the log or the
@@ -257,7 +259,7 @@ class LogsScreen(ConsoleScreen):
 
     def action_follow(self) -> None:
         self.follow = not self.follow
-        log = self.query_one("#log", MarkedLog)
+        log = self.query_one("#log", LogView)
         log.auto_scroll = self.follow
         if self.follow:
             log.scroll_end(animate=False)
@@ -300,6 +302,15 @@ class LogsScreen(ConsoleScreen):
         if self.pattern is not None:
             self.action_next_match(-1 if event.backwards else 1)
 
+    def action_wrap(self) -> None:
+        """Wrap long lines at the pane's width, or let them run off (scrolled sideways)."""
+        log = self.query_one("#log", LogView)
+        log.set_wrap(not log.wrap)
+        if self.match_at >= 0:
+            log.scroll_to(y=max(0, log.line_y(self.match_at) - 3), animate=False)
+        elif self.follow:
+            log.scroll_end(animate=False)
+
     def action_clear_search(self) -> None:
         """Escape: drop the search (and its highlights)."""
         if self.pattern is not None:
@@ -318,9 +329,9 @@ class LogsScreen(ConsoleScreen):
             if callable(predicate) and predicate(lines[index]):
                 self._mark(index)
                 self.follow = False
-                log = self.query_one("#log", MarkedLog)
+                log = self.query_one("#log", LogView)
                 log.auto_scroll = False
-                log.scroll_to(y=max(0, index - 3), animate=False)
+                log.scroll_to(y=max(0, log.line_y(index) - 3), animate=False)
                 self.refresh_data()
                 return
         self.notify(f"no {what}", severity="warning")
@@ -329,7 +340,7 @@ class LogsScreen(ConsoleScreen):
         """Make line `index` the current one: its matches change colour, the last one's
         change back."""
         before, self.match_at = self.match_at, index
-        log = self.query_one("#log", MarkedLog)
+        log = self.query_one("#log", LogView)
         lines = self.lines
         if self.pattern is not None and 0 <= before < len(lines) and before != index:
             log.restyle(before, self._styled(lines[before]))
