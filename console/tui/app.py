@@ -240,14 +240,25 @@ class ConsoleApp(App[None]):
             if isinstance(binding, Binding):
                 rows.append((binding.key_display or binding.key, binding.description))
         rows += [(key, f"{title}: {what}") for key, _, title, what in MODE_KEYS]
-        rows += [("?", "this help"), ("ctrl+p", "command palette"), ("q", "quit")]
+        rows += [
+            ("?", "this help"),
+            (
+                "ctrl+p",
+                "command palette: this screen's actions, launch, switch, stop, bench, "
+                "campaign, stop a run, snapshot, recording",
+            ),
+            ("q", "quit"),
+        ]
         if self.backend.replay is not None:
             rows += [
                 ("space", "play / pause the replay"),
                 ("← →", f"seek {REPLAY_SEEK_S:.0f} s"),
                 (", .", "step one frame back / forward"),
             ]
-        self.push_screen(HelpScreen(screen.TITLE, rows, self.quit_note()))
+        note = self.quit_note()
+        if live_read_only(self.backend):
+            note = f"{refusal(self.backend)}. {note}"
+        self.push_screen(HelpScreen(screen.TITLE, rows, note))
 
     async def run_action(
         self,

@@ -18,6 +18,7 @@ from console.tui.app import ConsoleApp
 from console.tui.backend import ActionRefused
 from console.tui.live import LiveBackend
 from console.tui.read_only import CHANGING_ACTIONS
+from console.tui.screens.modals import HelpScreen
 from console.tui.widgets.topbar import TopBar
 from tests.tui.conftest import settle, until
 
@@ -107,6 +108,14 @@ async def test_every_action_key_and_palette_entry_is_refused_with_a_notice() -> 
             await settle(pilot)
             assert not isinstance(app.screen, ModalScreen), f"palette {title} opened a dialog"
             assert notices(app)[before:] == [reason], title
+        # The help says why, and the quit note names the demo verbs.
+        await pilot.press("question_mark")
+        await settle(pilot)
+        help_screen = app.screen
+        assert isinstance(help_screen, HelpScreen)
+        assert help_screen.note.startswith(reason)
+        assert "`ddconsole ps --demo`" in help_screen.note
+        await pilot.press("escape")
         # Nothing changed: no server launched, no run started.
         assert backend.servers() == []
         assert backend.runs() == []
