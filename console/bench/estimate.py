@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     # The level runner pulls in httpx: a confirmation dialog only needs its fields.
     from console.bench.levels import LevelSpec
     from console.bench.request import BenchRequest, CampaignRequest
+    from console.bench.results import CellSummary
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,6 +74,34 @@ def about(seconds: float) -> str:
     if minutes < 100:
         return f"about {max(1, round(minutes))} min"
     return f"about {minutes / 60:.1f} h"
+
+
+def measured_speed(cell: CellSummary) -> CellSpeed | None:
+    """A cell's speed as a finished run measured it: the step time and tokens per step at
+    its lowest concurrency, and how the step grew with the batch at its highest (no
+    batching gain assumed when it ran one concurrency). None without a measured level."""
+    levels = sorted(
+        (
+            level
+            for level in cell.levels
+            if level.status == "done" and level.step_time_s and level.concurrency
+        ),
+        key=lambda level: level.concurrency or 1,
+    )
+    if not levels:
+        return None
+    low, high = levels[0], levels[-1]
+    low_c, high_c = low.concurrency or 1, high.concurrency or 1
+    low_step, high_step = low.step_time_s or 0.0, high.step_time_s or 0.0
+    alpha = 1.0
+    if high_c > low_c and low_step > 0:
+        alpha = max(0.0, (high_step / low_step - 1.0) / (high_c - low_c))
+    step_s = low_step / (1.0 + alpha * (low_c - 1))
+    return CellSpeed(
+        step_s=step_s,
+        batch_alpha=alpha,
+        tokens_per_step=low.accepted_tokens_per_step or 1.0,
+    )
 
 
 def step_seconds(speed: CellSpeed, batch: int) -> float:

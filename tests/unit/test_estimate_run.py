@@ -104,3 +104,33 @@ def test_the_demo_sweep_file_is_estimated_in_minutes(monkeypatch: pytest.MonkeyP
     assert estimate.cells == 4
     assert estimate.seconds is not None
     assert 60 < estimate.seconds < 30 * 60
+
+
+def test_a_finished_runs_levels_give_the_cells_speed() -> None:
+    from console.bench.estimate import measured_speed
+    from console.bench.results import CellSummary, LevelSummary
+
+    cell = CellSummary(
+        cell_id="qwen3.6-27b/tp1/off",
+        profile="qwen3.6-27b",
+        layout="tp1",
+        variant="off",
+        levels=(
+            LevelSummary(level=0, concurrency=1, step_time_s=0.0375, accepted_tokens_per_step=1.0),
+            LevelSummary(level=1, concurrency=4, step_time_s=0.1275, accepted_tokens_per_step=1.0),
+        ),
+    )
+    speed = measured_speed(cell)
+    assert speed is not None
+    assert speed.step_s == pytest.approx(0.0375)
+    assert speed.batch_alpha == pytest.approx(0.8)
+    request = BenchRequest(server_id="s", concurrency=(1, 4, 16), requests=32)
+    assert estimate_bench(request, speed).describe() == "3 levels × 32 requests, about 14 min"
+    one = CellSummary(cell_id="x", levels=(LevelSummary(level=0, concurrency=1, step_time_s=0.05),))
+    alone = measured_speed(one)
+    assert alone is not None
+    assert alone.batch_alpha == 1.0  # one concurrency measured: no batching gain assumed
+    failed = CellSummary(
+        cell_id="x", levels=(LevelSummary(level=0, concurrency=1, status="failed"),)
+    )
+    assert measured_speed(failed) is None

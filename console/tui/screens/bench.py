@@ -17,7 +17,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
-from console.bench.estimate import CellSpeed, estimate_bench, estimate_campaign
+from console.bench.estimate import CellSpeed, estimate_bench, estimate_campaign, measured_speed
 from console.bench.listing import LevelProgress, Progress, RunRow
 from console.bench.request import BenchRequest, CampaignRequest
 from console.bench.results import RunSummary
@@ -32,6 +32,8 @@ from console.tui.widgets.filled_table import fill_table
 from console.tui.widgets.run_tables import distinct_names, rows_table
 
 RECENT_RUNS = 8
+MEASURED_RUNS = 30
+"""Runs read (newest first) for the speed of a cell a live confirmation estimates."""
 LIST_EVERY_S = 1.0
 COLUMNS = ("RUN", "STATUS", "CELLS", "NOW")
 # Under 110 columns the runs list has half the width: the run's name (the full id heads the
@@ -233,12 +235,40 @@ class BenchScreen(ConsoleScreen):
     # Read-only consoles never get here: the app refuses these actions first.
 
     def _speed(self, cell: tuple[str, str, str]) -> CellSpeed | None:
-        """A cell's decode speed where it is known: the demo simulator's own model."""
-        if not self.backend.demo:
-            return None
-        from console.tui.sim_speed import sim_cell_speed
+        """A cell's decode speed where it is known: the demo simulator's own model, else
+        the newest finished run that measured the cell (read on a worker thread)."""
+        if self.backend.demo:
+            from console.tui.sim_speed import sim_cell_speed
 
-        return sim_cell_speed(self.backend.catalog, cell)
+            return sim_cell_speed(self.backend.catalog, cell)
+        return self._measured_speeds().get(cell)
+
+    def _measured_speeds(self) -> dict[tuple[str, str, str], CellSpeed]:
+        """Each cell's speed from the newest of the last runs on disk that measured it."""
+        speeds: dict[tuple[str, str, str], CellSpeed] = {}
+        for row in list(reversed(self.backend.runs()))[:MEASURED_RUNS]:
+            if row.status == "running":
+                continue
+            try:
+                summary = self.backend.run_summary(row.run_id)
+            except ConsoleError:
+                continue
+            for cell in summary.cells if summary is not None else ():
+                key = (cell.profile or "", cell.layout or "", cell.variant or "")
+                speed = measured_speed(cell)
+                if cell.profile and key not in speeds and speed is not None:
+                    speeds[key] = speed
+        return speeds
+
+    def _campaign_estimate(self, request: CampaignRequest) -> str:
+        """`4 cells × 1 level × 16 requests, about 6 min`; measured speeds do not know how
+        long a real server takes to load, so a live estimate says it leaves that out."""
+        if self.backend.demo:
+            return estimate_campaign(request, self._speed).describe()
+        speeds = self._measured_speeds()
+        estimate = estimate_campaign(request, speeds.get)
+        loads = " plus each server's load" if estimate.seconds is not None else ""
+        return estimate.describe() + loads
 
     def _gpus_of(self, request: CampaignRequest) -> str:
         """The GPUs a campaign's servers will hold (its override, else each layout's)."""
@@ -312,7 +342,7 @@ class BenchScreen(ConsoleScreen):
             loaded.append(request)
             return (
                 f"Run campaign {path.stem}?",
-                f"{path}\n{estimate_campaign(request, self._speed).describe()}; servers on "
+                f"{path}\n{self._campaign_estimate(request)}; servers on "
                 f"GPUs {self._gpus_of(request)}. Each cell launches its server, loads it and "
                 "stops it; servers holding the same GPUs are in the way. It runs detached "
                 "and keeps going if you quit; x on its row stops it.",
@@ -337,7 +367,7 @@ class BenchScreen(ConsoleScreen):
             def ask() -> tuple[str, str]:
                 return (
                     f"Run {len(choice.cells)} chosen cell(s)?",
-                    f"{estimate_campaign(request, self._speed).describe()}; servers on GPUs "
+                    f"{self._campaign_estimate(request)}; servers on GPUs "
                     f"{self._gpus_of(request)}.\n{names}{more}\nEach cell launches its "
                     "server, loads it and stops it; it runs detached.",
                 )
@@ -356,7 +386,7 @@ class BenchScreen(ConsoleScreen):
             placed.append(request)
             return (
                 "Run the demo campaign (DDTree budget sweep)?",
-                f"{estimate_campaign(request, self._speed).describe()}; its server on GPU "
+                f"{self._campaign_estimate(request)}; its server on GPU "
                 f"{self._gpus_of(request)}, port {request.spec.port}. It runs detached; x on "
                 "its row stops it.",
             )
