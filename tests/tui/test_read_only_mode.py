@@ -48,6 +48,10 @@ def args(**values: object) -> argparse.Namespace:
 
 
 def test_the_flag_and_the_setting_each_say_how_to_leave(isolated_dirs: Path) -> None:
+    from console.cli.parser import build_parser
+
+    assert build_parser().parse_args(["--demo", "--read-only"]).read_only is True
+    assert build_parser().parse_args(["--demo"]).read_only is False
     assert read_only_reason(args()) is None
     flag = read_only_reason(args(read_only=True))
     assert flag is not None
