@@ -44,11 +44,10 @@ README = REPO / "README.md"
 VENV_BIN = Path(sys.executable).parent
 SHELL_BLOCKS = ("sh", "bash", "console")
 
+INSTALL_AND_DEMO = (
+    "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/ddconsole --demo"
+)
 SKIP = {
-    "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/ddconsole --demo": (
-        "installs ddconsole into a new venv (the suite runs inside that install); the demo it "
-        "opens is the console run by `replay` below and by the TUI tests"
-    ),
     "python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/python -m pytest": (
         "installs and runs the whole suite, this test included"
     ),
@@ -63,6 +62,7 @@ SKIP = {
 }
 
 SECTIONS = [
+    "ddconsole",
     "The command line",
     "Profiles",
     "Servers",
@@ -93,8 +93,8 @@ class Spec:
     """The exit status the README documents for it."""
     until: str | None = None
     """Runs until interrupted: Ctrl-C once this text is printed (or after a while)."""
-    tui: bool = False
-    """Opens the console: run on a terminal, quit with `q`."""
+    tui: str | None = None
+    """Opens the console: run on a terminal until this shows in its top bar, quit with `q`."""
     demo: bool = True
     setup: str | None = None
     """A Sandbox method run first (what the README's reader did before this command)."""
@@ -102,6 +102,9 @@ class Spec:
 
 SHORTER = "a shorter run of the same command: the README's length would take minutes in the suite"
 SPECS: dict[str, Spec] = {
+    INSTALL_AND_DEMO: Spec(
+        rewrite=((INSTALL_AND_DEMO, f"{VENV_BIN / 'ddconsole'} --demo"),), tui="DEMO"
+    ),
     "ddconsole completion zsh > ~/.zsh/completions/_ddconsole": Spec(setup="completion_folders"),
     "ddconsole logs qwen3.6-27b-tp1-1 -f": Spec(until="ready to roll"),
     "ddconsole diagnose ~/colleague/server.log": Spec(setup="colleague_log"),
@@ -131,10 +134,10 @@ SPECS: dict[str, Spec] = {
         rewrite=(("--duration 600", "--duration 4"),)
     ),
     "ddconsole replay night.ddrec.gz --at 120 --speed 10": Spec(
-        rewrite=(("--at 120", "--at 1"),), tui=True
+        rewrite=(("--at 120", "--at 1"),), tui="REPLAY"
     ),
     "ddconsole replay ~/.local/state/ddconsole/runs/RUN": Spec(
-        rewrite=(("~/.local/state/ddconsole/runs/RUN", "{run_dir}"),), tui=True
+        rewrite=(("~/.local/state/ddconsole/runs/RUN", "{run_dir}"),), tui="REPLAY"
     ),
     "ddconsole snapshot --from-recording night.ddrec.gz --at 300 --out then/": Spec(
         rewrite=(("--at 300", "--at 2"),)
@@ -153,6 +156,7 @@ SPECS: dict[str, Spec] = {
 there), continuation lines joined with their backslash-newline."""
 
 REASONS = {
+    "python3 -m venv": "the suite runs in that install: the demo console it opens is run",
     "ext-12345": "the id of the simulator this test starts by hand",
     "/path/to/server.log": "a log that exists: a demo server's",
     "http://127.0.0.1:30000": "the demo server's URL (the suite holds port 30000)",
@@ -447,8 +451,8 @@ def run_until(box: Sandbox, script: str, marker: str, wait_s: float = 30) -> tup
     return (0 if code in (0, 130) else code), text
 
 
-def run_tui(box: Sandbox, script: str, timeout: float = 60) -> tuple[int, str]:
-    """Open the console on a 100x30 terminal, let it draw, press `q`."""
+def run_tui(box: Sandbox, script: str, marker: str, timeout: float = 60) -> tuple[int, str]:
+    """Open the console on a 100x30 terminal, wait for `marker`, let it draw, press `q`."""
     leader, follower = pty.openpty()
     ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
     proc = subprocess.Popen(
@@ -472,7 +476,7 @@ def run_tui(box: Sandbox, script: str, timeout: float = 60) -> tuple[int, str]:
                     seen += os.read(leader, 65536)
                 except OSError:
                     break
-            if quit_at is None and b"REPLAY" in seen:
+            if quit_at is None and marker.encode() in seen:
                 quit_at = time.monotonic() + 1.5  # let it draw a few frames
             if quit_at is not None and time.monotonic() > quit_at:
                 os.write(leader, b"q")
@@ -483,7 +487,7 @@ def run_tui(box: Sandbox, script: str, timeout: float = 60) -> tuple[int, str]:
             os.killpg(proc.pid, signal.SIGKILL)
         os.close(leader)
     text = seen.decode(errors="replace")
-    assert quit_at is not None, f"the console never showed its REPLAY bar:\n{text[-2000:]}"
+    assert quit_at is not None, f"the console never showed {marker}:\n{text[-2000:]}"
     return code, text
 
 
@@ -527,8 +531,8 @@ def test_every_readme_command_runs(box: Sandbox):
                 text = text.replace(old, new)
             text = box.fill(text)
             script = (PRELUDE if spec.demo else "set -e\n") + text
-            if spec.tui:
-                code, output = run_tui(box, script)
+            if spec.tui is not None:
+                code, output = run_tui(box, script, spec.tui)
             elif spec.until is not None:
                 code, output = run_until(box, script, spec.until)
             else:
