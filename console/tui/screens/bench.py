@@ -512,11 +512,22 @@ def _level_numbers(level: LevelProgress) -> str:
 
 
 def _progress_text(progress: Progress | None, level: LevelProgress | None) -> str:
+    """The NOW column, short enough for the runs list's half of the screen:
+    `ddtree-b15 L2/3 12/32 151.2 tok/s 1 err ETA 1m20s` (the cell by its variant)."""
     if not progress:
         return ""
-    if level is not None:
-        return f"{progress.cell} L{level.index + 1}/{level.of} {_level_numbers(level)}"
-    return f"{progress.cell} L{progress.level} {progress.done}/{progress.planned}"
+    variant = (progress.cell or "").rsplit("/", 1)[-1]
+    if level is None:
+        return f"{variant} L{progress.level} {progress.done}/{progress.planned}"
+    total = "?" if level.total is None else str(level.total)
+    parts = [variant, f"L{level.index + 1}/{level.of}", f"{level.completed}/{total}"]
+    if level.output_tok_s is not None:
+        parts.append(f"{level.output_tok_s:.1f} tok/s")
+    if level.errors:
+        parts.append(f"{level.errors} err")
+    if level.eta_s is not None:
+        parts.append(_eta(level))
+    return " ".join(parts)
 
 
 def _now_line(progress: Progress | None, level: LevelProgress | None) -> str:
