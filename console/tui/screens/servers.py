@@ -316,8 +316,9 @@ class ServersScreen(FindScreen):
                 self._stop(server.id)
 
         detail = (
-            f"SIGTERM to {server.id} ({server.label}, pid {server.pid}), then SIGKILL to its "
-            "process group after the grace period."
+            f"SIGTERM to {server.id} ({server.label}, pid {server.pid}, GPUs "
+            f"{format_index_set(list(server.gpus))}), then SIGKILL to its process group after "
+            "the grace period."
             if server.live
             else f"Remove {server.id} ({server.state}) from the list; its log stays on disk."
         )
