@@ -58,7 +58,7 @@ async def test_the_dashboards_charts_label_round_ticks() -> None:
     from tests.tui import scene
     from tests.tui.conftest import settle
 
-    app = ConsoleApp(scene.backend(), mode="dashboard")  # type: ignore[arg-type]
+    app = ConsoleApp(scene.backend(), mode="dashboard")
     async with app.run_test(size=(160, 50)) as pilot:
         await settle(pilot)
         for chart_id, unit in (("tok", ""), ("ttft", "ms"), ("queue", "")):
