@@ -14,6 +14,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.coordinate import Coordinate
 from textual.widgets import DataTable, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
@@ -25,10 +26,12 @@ from console.bench.tables import SUMMARY_HEADERS, summary_rows
 from console.core.errors import ConsoleError
 from console.core.units import format_duration, format_index_set
 from console.tui.backend import ActionRefused, Backend
-from console.tui.screens.base import ConsoleScreen
 from console.tui.screens.cells import CellsChoice, CellsScreen, parse_positive_ints
+from console.tui.screens.find import FIND_BINDINGS, FindScreen
 from console.tui.screens.modals import ConfirmScreen
 from console.tui.widgets.filled_table import fill_table
+from console.tui.widgets.filter_bar import FilterBar
+from console.tui.widgets.finder import FindRow
 from console.tui.widgets.run_tables import distinct_names, rows_table
 
 RECENT_RUNS = 8
@@ -51,7 +54,7 @@ def progress_bar(done: int, planned: int, width: int = 20) -> str:
     return "█" * filled + "░" * (width - filled)
 
 
-class BenchScreen(ConsoleScreen):
+class BenchScreen(FindScreen):
     TITLE = "Bench"
     DEFAULT_CSS = """
     BenchScreen #top { height: 2fr; min-height: 8; }
@@ -72,7 +75,9 @@ class BenchScreen(ConsoleScreen):
         Binding("p", "cells", "Pick cells"),
         Binding("D", "demo", "Demo sweep"),
         Binding("x", "stop_run", "Stop run"),
+        *FIND_BINDINGS,
     ]
+    SORT_COLUMNS = ("RUN", "NAME", "STATUS", "CELLS")
 
     def __init__(self, backend: Backend) -> None:
         super().__init__(backend)
@@ -95,6 +100,7 @@ class BenchScreen(ConsoleScreen):
             with Vertical(id="active"):
                 yield Static("runs (newest first)", classes="section")
                 yield DataTable(id="recent", cursor_type="row")
+                yield FilterBar(target="recent", placeholder="filter runs")
         load = DEMO_LOAD_DEFAULTS if self.backend.demo else LOAD_DEFAULTS
         with Horizontal(id="load"):
             yield Label("concurrency")
@@ -167,15 +173,17 @@ class BenchScreen(ConsoleScreen):
                 }
                 for row, name in zip(rows, names, strict=True)
             ]
+            found = self.finder.apply(
+                [FindRow(row.run_id, cells) for row, cells in zip(rows, values, strict=True)]
+            )
             fill_table(
                 table,
                 self._columns,
-                [
-                    (row.run_id, [cells[c] for c in self._columns])
-                    for row, cells in zip(rows, values, strict=True)
-                ],
+                [(row.key, [row.cells[c] for c in self._columns]) for row in found],
+                self.finder.header,
             )
-            ids = [r.run_id for r in rows]
+            self.show_count(len(found), len(rows), "runs")
+            ids = [row.key for row in found]
             if selected in ids:
                 table.move_cursor(row=ids.index(selected))
         run_id = self._selected_run()
@@ -190,11 +198,17 @@ class BenchScreen(ConsoleScreen):
         scrollbar = 2
         return max(8, table.size.width - status - cells - padding - scrollbar)
 
+    def sort_columns(self) -> tuple[str, ...]:
+        return tuple(c for c in self.SORT_COLUMNS if c in self._columns)
+
+    def apply_find(self) -> None:
+        self._show_runs(self.runs, force=True)
+
     def _selected_run(self) -> str | None:
         table = self.query_one("#recent", DataTable)
-        if not self.runs or not 0 <= table.cursor_row < len(self.runs):
+        if not 0 <= table.cursor_row < table.row_count:
             return None
-        return self.runs[table.cursor_row].run_id
+        return str(table.coordinate_to_cell_key(Coordinate(table.cursor_row, 0)).row_key.value)
 
     def on_data_table_row_highlighted(self) -> None:
         run_id = self._selected_run()
