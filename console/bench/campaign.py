@@ -352,7 +352,10 @@ class CampaignRunner:
         try:
             await self._run_levels(cell, started, pending)
         finally:
-            if cell.fixed is None and started.server_id and self.control is not None:
+            # A server stopped from outside is that stopper's now (a `restart` brought it
+            # back on purpose): the campaign leaves it alone.
+            mine = self.stopped_from_outside != cell.cell_id
+            if mine and cell.fixed is None and started.server_id and self.control is not None:
                 self.on_event(f"{cell.cell_id}: stopping {started.server_id}")
                 why = "campaign stopped" if self.stop.is_set() else "campaign cell done"
                 warnings = await asyncio.to_thread(self.control.stop, started.server_id, why)

@@ -95,6 +95,8 @@ def check_stopped_campaign(proc: subprocess.Popen[str], server_id: str) -> dict[
     assert [s["id"] for s in launched] == [server_id]
     assert launched[0]["state"] == "stopped"
     assert "ddtree-b15: launching" not in err
+    # The stopper owns that server now: the campaign does not stop it a second time.
+    assert f"stopping {server_id}" not in err
     summary: dict[str, object] = json.loads(out)
     return summary
 
