@@ -86,6 +86,12 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
     logs.add_argument(
         "-n", "--lines", type=int, default=50, metavar="N", help="last N lines (default 50)"
     )
+    logs.add_argument(
+        "--json",
+        action="store_true",
+        help='{"server": STATUS, "lines": [...]}; with -f, JSON lines: the status, then '
+        '{"line": ...} per line, then {"end": STATE, "reason": ...}',
+    )
     logs.set_defaults(handler=_logs)
 
     switch = verbs.add_parser(
@@ -566,6 +572,8 @@ def _logs(args: argparse.Namespace) -> int:
         """Every log line the console prints has its secrets masked."""
         print(redact_text(line, secrets), flush=True)
 
+    if args.json:
+        return _logs_json(args, manager, status, secrets)
     if status.state.value == "failed":
         show(f"== {server_id} failed: {status.reason}")
         for line in status.failure.excerpt if status.failure else ():
@@ -589,6 +597,44 @@ def _logs(args: argparse.Namespace) -> int:
                     f"== {server_id} {current.state.value}"
                     f"{': ' + current.reason if current.reason else ''}"
                 )
+                return 0
+            time.sleep(0.25)
+    except KeyboardInterrupt:
+        return 0
+
+
+def _logs_json(
+    args: argparse.Namespace, manager: ServerManager, status: ServerStatus, secrets: Any
+) -> int:
+    """`logs --json`: the status and the masked lines, as one object or, following, as JSON
+    lines (a consumer reads each as it comes)."""
+    import json
+
+    from console.core.redact import redact_text
+    from console.server.milestones import LogFollower, tail_lines
+
+    lines = [redact_text(line, secrets) for line in tail_lines(status.record.log_path, args.lines)]
+    if not args.follow:
+        print_json({"server": status.to_json(), "lines": lines})
+        return 0
+
+    def emit(data: dict[str, Any]) -> None:
+        print(json.dumps(data), flush=True)
+
+    emit({"server": status.to_json()})
+    for line in lines:
+        emit({"line": line})
+    follower = LogFollower(status.record.log_path)
+    follower.read_new_lines()
+    try:
+        while True:
+            for line in follower.read_new_lines():
+                emit({"line": redact_text(line, secrets)})
+            current = manager.status(status.id, probe=False)
+            if current.state.terminal:
+                for line in follower.read_new_lines():
+                    emit({"line": redact_text(line, secrets)})
+                emit({"end": current.state.value, "reason": current.reason})
                 return 0
             time.sleep(0.25)
     except KeyboardInterrupt:
