@@ -243,7 +243,6 @@ def _externals(services: Services, *, probe: bool = True) -> list[ExternalServer
 
 
 def _ps(args: argparse.Namespace) -> int:
-    from console.core.settings import load_settings
     from console.server.tidy import split_folded
 
     services = _services(args)
@@ -251,7 +250,7 @@ def _ps(args: argparse.Namespace) -> int:
     statuses, problems = manager.statuses()
     folded: list[ServerStatus] = []
     if not args.all:
-        statuses, folded = split_folded(statuses, load_settings().fold_stopped_after_s)
+        statuses, folded = split_folded(statuses, _fold_after_s())
     externals = _externals(services)
     if args.json:
         print_json(
@@ -334,6 +333,19 @@ def _ps(args: argparse.Namespace) -> int:
             )
         )
     return 0
+
+
+def _fold_after_s() -> float:
+    """The fold age from config.toml; a damaged file is a warning here (listing servers must
+    not fail on it) and the default age is used."""
+    from console.core.errors import UsageError
+    from console.core.settings import DEFAULT_FOLD_STOPPED_AFTER_S, load_settings
+
+    try:
+        return load_settings().fold_stopped_after_s
+    except UsageError as exc:
+        print(f"ddconsole: warning: {exc.message}; folding after 1h", file=sys.stderr)
+        return DEFAULT_FOLD_STOPPED_AFTER_S
 
 
 def _other_mode(services: Services, verb: str = "ps") -> str:

@@ -153,3 +153,19 @@ def test_ps_and_down_without_demo_point_at_the_demo_servers(cli):
     assert "no managed servers to stop; 1 demo server: `ddconsole down --all --demo`" in (
         stopped.out
     )
+
+
+def test_a_damaged_config_warns_ps_and_stops_prune(cli, isolated_dirs: Path):
+    """Listing servers survives a bad config.toml (a warning, the default age); prune, which
+    removes files by that age, refuses until the file is fixed or --older-than is given."""
+    folder = isolated_dirs / "xdg_config_home" / "ddconsole"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.toml").write_text('[console]\nfold_stopped_after = "soon"\n')
+    listed = cli("ps", "--demo")
+    assert listed.code == 0
+    assert "config.toml: console.fold_stopped_after: 'soon' is not a duration" in listed.err
+    assert "folding after 1h" in listed.err
+    refused = cli("prune", "--demo")
+    assert refused.code == 2
+    assert "config.toml: console.fold_stopped_after" in refused.err
+    assert cli("prune", "--demo", "--older-than", "2d").code == 0
