@@ -20,7 +20,7 @@ from console.server.manager import ServerManager
 from console.server.status import ServerStatus
 from console.telemetry.store import TimeSeriesStore
 from console.topology.model import Topology
-from console.topology.placement import REDACTED, Plan, resolve
+from console.topology.placement import REDACTED, Plan, next_free_port, resolve
 from console.tui.backend import ActionRefused, Progress, ReplayControls
 from console.tui.views import ServerView
 
@@ -190,7 +190,9 @@ class LiveBackend:
         try:
             loaded = self.catalog.get(profile)
             gpus = self._free_gpus_like(loaded.profile.layouts[layout].gpus, replacing)
-            port = self._free_port(loaded.profile.server.port, replacing)
+            port = self._free_port(
+                loaded.profile.server.port, loaded.profile.server.host, replacing
+            )
             command = build_command(loaded, layout, variant, port=port, demo=self.demo, gpus=gpus)
             return resolve(command, self.topology)
         except ConsoleError as exc:
@@ -215,14 +217,15 @@ class LiveBackend:
             return None
         return tuple(sorted(free[: len(wanted)]))
 
-    def _free_port(self, preferred: int, replacing: str | None) -> int | None:
+    def _free_port(self, preferred: int, host: str, replacing: str | None) -> int | None:
+        """None to keep the profile's port; else the next one that no active server is
+        promised and nothing on this host holds (as `ddconsole up` picks). The server a
+        switch replaces gives its port back."""
         taken = {s.record.plan.port for s in self._busy(replacing)}
-        if preferred not in taken:
+        given_back = {s.record.plan.port for s in self._statuses() if s.id == replacing}
+        if preferred not in taken and (preferred in given_back or port_is_free(preferred, host)):
             return None
-        port = preferred
-        while port in taken:
-            port += 1
-        return port
+        return next_free_port(preferred + 1, host, taken=taken)
 
     def flag_check(self, plan: Plan) -> str:
         if self.demo:
