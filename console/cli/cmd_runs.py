@@ -229,10 +229,9 @@ def _runs_stop(args: argparse.Namespace) -> int:
     run = RunDir.open(runs_root(args, services(args)), args.run)
     question = stop_prompt(run.path)
     if not args.yes and sys.stdin.isatty():
-        try:
-            answer = input(f"{question} [y/N] ")
-        except EOFError:
-            answer = ""
+        # The question goes to stderr: stdout stays the outcome (one JSON document with --json).
+        print(f"{question} [y/N] ", end="", file=sys.stderr, flush=True)
+        answer = sys.stdin.readline()
         if answer.strip().lower() not in ("y", "yes"):
             print(f"not stopped: run {run.run_id} keeps running", file=sys.stderr)
             return 1
