@@ -53,7 +53,7 @@ ALLOWED = {
     # Recorded documents of other layers (recordings, server status, the topology header).
     "console/tui/replay.py:topology_from_json": "a recording header's topology document",
     "console/tui/replay.py:ReplayBackend.raw_servers": "recorded server status JSON",
-    "console/tui/replay.py:ReplayBackend._apply_summary": "a run_summary frame, parsed here",
+    "console/tui/replay.py:_State.servers": "recorded server status JSON, as the frame held it",
     "console/tui/headless.py:StaticBackend.__init__": "`servers`: server status JSON",
     "console/tui/views.py:ServerView.plan": "the server's plan JSON (status view)",
     "console/cli/cmd_metrics.py:_print_reading": "a metrics reading's --json",
