@@ -214,6 +214,8 @@ class CampaignRunner:
         self.attempt = 1
         self._progress = Progress(cell=None, level=None, done=0, planned=0)
         self.stopped_from_outside: str | None = None
+        self.every_level_failed = False
+        """Every level run so far failed (no request finished): the run failed too."""
         """The cell whose server was stopped from outside, once that stopped the run."""
 
     # -- bookkeeping ---------------------------------------------------------------------
@@ -288,7 +290,9 @@ class CampaignRunner:
                 await self._run_cell(cell)
             if self.stop.is_set():
                 status = "interrupted"
-            elif all(cell.status == "failed" for cell in self._cells_on_disk()):
+            elif self.every_level_failed or all(
+                cell.status == "failed" for cell in self._cells_on_disk()
+            ):
                 status = "failed"
         except RunWriteError:
             status = "interrupted"
@@ -513,6 +517,8 @@ class CampaignRunner:
         if outcome.flush_error:
             self.on_event(f"{cell.cell_id}: level {level.index}: {outcome.flush_error}")
         summary = write_summaries(self.run)
+        measured = [lv for c in summary.cells for lv in c.levels]
+        self.every_level_failed = bool(measured) and all(lv.status == "failed" for lv in measured)
         level_summary = next(
             (
                 lv

@@ -464,6 +464,11 @@ class LevelSummary:
     verified and thrown away)."""
 
     def __post_init__(self) -> None:
+        if self.requests == 0:
+            # No request finished: nothing was measured per step (a stored summary that
+            # says 1 for such a level reads as unmeasured too).
+            object.__setattr__(self, "accepted_tokens_per_step", None)
+            object.__setattr__(self, "verify_tokens_per_step", None)
         # Derived fields: computed here from the measured ones, never read back from JSON.
         accepted, verified = self.accepted_tokens_per_step, self.verify_tokens_per_step
         ratio = accepted / verified if accepted is not None and verified else None

@@ -28,7 +28,11 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
     r_list.set_defaults(handler=_runs_list)
     r_show = sub.add_parser("show", parents=[common], help="one run's table and findings")
     r_show.add_argument("run", metavar="RUN")
-    r_show.add_argument("--follow", action="store_true", help="keep printing while it runs")
+    r_show.add_argument(
+        "--follow",
+        action="store_true",
+        help="keep printing while it runs; exit 1 when it ends failed or interrupted",
+    )
     r_show.add_argument("--json", action="store_true")
     r_show.add_argument("--out", type=Path, default=None, metavar="DIR")
     r_show.set_defaults(handler=_runs_show)
@@ -117,6 +121,8 @@ def _runs_show(args: argparse.Namespace) -> int:
     else:
         print_summary(summary)
     _warn_damage(run)
+    if args.follow and summary.status != "done":
+        return 1  # followed to its end: the exit status says how it ended, as `bench` does
     return 0
 
 

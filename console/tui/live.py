@@ -60,6 +60,11 @@ def external_refusal(server_id: str) -> ActionRefused:
     )
 
 
+DEMO_SWEEP_REQUESTS = 4
+DEMO_SWEEP_OUTPUT_LEN = 64
+"""The demo sweep's requests per level and output length on the simulator."""
+
+
 class LiveBackend:
     read_only = False
     read_only_reason: str | None = None
@@ -375,9 +380,17 @@ class LiveBackend:
             raise ActionRefused(f"the demo campaign {DEMO_CAMPAIGN} is not installed")
         gpus, port = self._placement()
         try:
-            return CampaignRequest.from_file(path, gpus=gpus, port=port)
+            request = CampaignRequest.from_file(path, gpus=gpus, port=port)
         except ConsoleError as exc:
             raise ActionRefused(exc.message) from None
+        if self.demo:
+            # On the simulator the sweep shows the same acceptance collapse with fewer,
+            # shorter requests: about a minute instead of seven.
+            spec = request.spec.model_copy(
+                update={"requests": DEMO_SWEEP_REQUESTS, "output_len": DEMO_SWEEP_OUTPUT_LEN}
+            )
+            request = dataclasses.replace(request, spec=spec)
+        return request
 
     def stop_run(self, run_id: str, progress: Progress) -> str:
         """Stop a running run as Ctrl-C does and wait for it (its runner stops the servers

@@ -43,9 +43,20 @@ def test_bench_url_to_closed_port_exits_nonzero_with_connection_refused_last(
     followed = run_cli_subprocess(
         "runs", "show", summary_file.parent.name, "--follow", "--out", str(out)
     )
-    assert followed.returncode == 0, followed.stderr
+    # Followed to its end, the exit status says the run failed (as `bench` did).
+    assert followed.returncode == 1, followed.stderr
     assert "level 0 failed: connection refused" in followed.stdout
     assert "level 0 done" not in followed.stdout
+    # The run failed, and a level where no request finished measured nothing per step
+    # (probe F9: it read VERIFY/STEP 1, ACCEPT/STEP 1.00, ACCEPT % 100%).
+    assert json.loads((summary_file.parent / "run.json").read_text())["status"] == "failed"
+    assert "[failed]" in done.stdout
+    assert level["accepted_tokens_per_step"] is None
+    assert level["verify_tokens_per_step"] is None
+    assert level["accept_ratio"] is None
+    row = next(line for line in done.stdout.splitlines() if "0 ok, 4 err" in line)
+    assert "1.00" not in row
+    assert "100%" not in row
 
 
 def test_partial_failure_is_counted_with_its_most_common_error_but_passes() -> None:
