@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from console.bench.results import JsonDict, JsonObject
 from console.bench.rundir import RunDir
 from console.bench.runmeta import RunMeta
+from console.bench.runner_verb import RUNNER_VERB
 from console.core.errors import ConsoleError
 
 if TYPE_CHECKING:
@@ -28,8 +29,6 @@ if TYPE_CHECKING:
     # and must not load pydantic and httpx.
     from console.bench.request import RunRequest
 
-RUNNER_VERB = "run-request"
-"""The hidden `ddconsole` verb that runs a stored request (console/cli/runner.py)."""
 CLAIM_TIMEOUT_S = 10.0
 """How long a detached runner has to claim its run before `detach` gives up waiting."""
 

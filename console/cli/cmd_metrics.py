@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
 from console.cli import argtypes
 from console.cli.render import print_json, table
-from console.telemetry.reading import latency_pair, latency_scope
 
 METRICS_SCHEMA_VERSION = 1
 """The version of `--json`'s shape, documented in docs/metrics.schema.json."""
@@ -51,6 +49,8 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _metrics(args: argparse.Namespace) -> int:
+    import asyncio  # here, not at the top: completion builds this parser and wants it fast
+
     from console.cli.services import Services
     from console.core.errors import UsageError
 
@@ -101,6 +101,8 @@ def _print_reading(data: dict[str, Any]) -> None:  # a metrics reading's JSON, n
 
     gpus = data["gpus"]
     if gpus:
+        from console.telemetry.reading import latency_pair, latency_scope
+
         rows = []
         for gpu in gpus:
             if "util_pct" not in gpu:
@@ -219,6 +221,8 @@ def _print_reading(data: dict[str, Any]) -> None:  # a metrics reading's JSON, n
 
 
 async def _watch(monitor: Monitor, args: argparse.Namespace) -> int:
+    import asyncio
+
     from console.server.monitor import reading
 
     await monitor.start()
@@ -248,6 +252,8 @@ def _line(data: dict[str, Any]) -> str:  # a metrics reading's JSON, not run dat
     parts = [time.strftime("%H:%M:%S")]
     utils = [g["util_pct"] for g in data["gpus"] if g.get("util_pct") is not None]
     if utils:
+        from console.telemetry.reading import latency_pair
+
         parts.append(f"gpu util {sum(utils) / len(utils):.0f}% avg, max {max(utils):.0f}%")
     host = data["host"]
     if host:

@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import bisect
 import json
 import sys
@@ -217,6 +216,8 @@ def _latest_run(
 
 def _gather_live(args: argparse.Namespace, damaged: list[tuple[str, str]]) -> Gathered:
     """Now, from this host; `damaged` gets the runs that could not be read."""
+    import asyncio  # here: completion builds this module's parser and wants it fast
+
     from console.bench.listing import DiskRuns
     from console.cli.services import Services
     from console.export.snapshot import build_snapshot
@@ -412,6 +413,8 @@ def _damaged_runs_line(damaged: list[tuple[str, str]], in_markdown: bool) -> str
 
 
 def _record(args: argparse.Namespace) -> int:
+    import asyncio
+
     from console.cli.services import Services
     from console.server.session_recorder import SessionRecorder
 

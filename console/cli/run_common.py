@@ -4,7 +4,6 @@ running with clean signals, the closing summary, and the detached notice."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import signal
 import sys
 from pathlib import Path
@@ -92,6 +91,7 @@ def fingerprint(services: Services) -> dict[str, Any]:  # run.json's JSON, kept 
 
 def execute(args: argparse.Namespace, runner: CampaignRunner) -> str:
     """Run with SIGINT/SIGTERM stopping cleanly (in-flight requests are the only loss)."""
+    import asyncio  # here: shell completion builds this module's parser and wants it fast
 
     from console.bench.rundir import RunWriteError
 

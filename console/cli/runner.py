@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 
 def register(verbs: Any, common: argparse.ArgumentParser) -> None:
-    from console.bench.launch import RUNNER_VERB
+    from console.bench.runner_verb import RUNNER_VERB
 
     # No help text: a hidden verb, started by `--detach` and by the console, not by users.
     runner = verbs.add_parser(RUNNER_VERB, parents=[common])

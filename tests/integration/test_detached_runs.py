@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from console.bench.launch import RUNNER_VERB
 from console.bench.request import BenchRequest, CampaignRequest
+from console.bench.runner_verb import RUNNER_VERB
 from console.cli.services import Services
 from console.core.net import free_port
 from console.tui.backend import ActionRefused

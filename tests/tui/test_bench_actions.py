@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input, SelectionList
 
-from console.bench.launch import RUNNER_VERB
 from console.bench.request import CampaignRequest
+from console.bench.runner_verb import RUNNER_VERB
 from console.cli.services import Services
 from console.tui.app import ConsoleApp
 from console.tui.live import LiveBackend
