@@ -13,6 +13,7 @@ import pytest
 from textual.widgets import DataTable
 
 from console.cli.services import Services
+from console.tui import live
 from console.tui.app import ConsoleApp
 from console.tui.live import LiveBackend
 from console.tui.screens.bench import BenchScreen
@@ -107,7 +108,11 @@ async def test_x_stops_a_running_benchmark_from_its_row() -> None:
         await pilot.press("q")
 
 
-async def test_x_stops_a_running_campaign_and_the_server_it_launched() -> None:
+async def test_x_stops_a_running_campaign_and_the_server_it_launched(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Long enough levels that the first cell is still running when `x` is pressed.
+    monkeypatch.setattr(live, "DEMO_SWEEP_REQUESTS", 16)
     backend = Services.create(demo=True).live_backend(recordings=None)
     app = ConsoleApp(backend)
     async with app.run_test(size=(160, 50)) as pilot:
@@ -115,7 +120,7 @@ async def test_x_stops_a_running_campaign_and_the_server_it_launched() -> None:
         await settle(pilot)
         await pilot.press("D")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), 15, "the confirmation")
-        assert "4 cells × 1 level × 16 requests" in confirm_text(app)
+        assert "4 cells × 1 level × 16 requests" in confirm_text(app)  # as patched above
         await pilot.press("y")
         await until(pilot, lambda: len(backend.runs()) == 1, 30, "the campaign's run")
         run_dir = only_run(backend)
