@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from console.cli.render import print_json, table
 from console.cli.render_runs import print_compare, print_summary
@@ -114,7 +114,10 @@ def _runs_show(args: argparse.Namespace) -> int:
 
     run = RunDir.open(runs_root(args, services(args)), args.run)
     if args.follow:
-        _follow(run)
+        import sys
+
+        # With --json, stdout is the one summary document: the progress goes to stderr.
+        _follow(run, sys.stderr if args.json else sys.stdout)
     summary = load_summary(run)
     if args.json:
         print_json(summary.to_json())
@@ -126,14 +129,14 @@ def _runs_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _follow(run: RunDir) -> None:
+def _follow(run: RunDir, stream: TextIO) -> None:
     """Print each level's verdict as it is written, and the running level's progress (a bar
     on a terminal, a plain line every ten seconds otherwise), until the runner ends."""
     from console.bench.listing import run_row
     from console.bench.results import LevelRecord
     from console.cli.progress_line import ProgressPrinter
 
-    printer = ProgressPrinter()
+    printer = ProgressPrinter(stream)
     seen = 0
     try:
         while True:

@@ -47,6 +47,12 @@ def test_bench_url_to_closed_port_exits_nonzero_with_connection_refused_last(
     assert followed.returncode == 1, followed.stderr
     assert "level 0 failed: connection refused" in followed.stdout
     assert "level 0 done" not in followed.stdout
+    # With --json, stdout is the summary document alone; the level lines go to stderr.
+    as_json = run_cli_subprocess(
+        "runs", "show", summary_file.parent.name, "--follow", "--json", "--out", str(out)
+    )
+    assert json.loads(as_json.stdout)["status"] == "failed"
+    assert "level 0 failed: connection refused" in as_json.stderr
     # The run failed, and a level where no request finished measured nothing per step
     # (probe F9: it read VERIFY/STEP 1, ACCEPT/STEP 1.00, ACCEPT % 100%).
     assert json.loads((summary_file.parent / "run.json").read_text())["status"] == "failed"
