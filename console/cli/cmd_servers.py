@@ -571,7 +571,7 @@ def _logs(args: argparse.Namespace) -> int:
     import os
 
     from console.core.redact import redact_text, secret_values
-    from console.server.milestones import LogFollower, tail_lines
+    from console.server.milestones import LogFollower, tail_and_end, tail_lines
 
     services = _services(args)
     manager = services.manager()
@@ -591,12 +591,15 @@ def _logs(args: argparse.Namespace) -> int:
         for line in status.failure.excerpt if status.failure else ():
             show(f"== | {line}")
         print("==")
-    for line in tail_lines(status.record.log_path, args.lines):
-        show(line)
     if not args.follow:
+        for line in tail_lines(status.record.log_path, args.lines):
+            show(line)
         return 0
-    follower = LogFollower(status.record.log_path)
-    follower.read_new_lines()
+    # Following: the tail's whole lines, then every line from where they end.
+    tail, end = tail_and_end(status.record.log_path, args.lines)
+    for line in tail:
+        show(line)
+    follower = LogFollower(status.record.log_path, offset=end)
     try:
         while True:
             for line in follower.read_new_lines():
@@ -623,12 +626,16 @@ def _logs_json(
     import json
 
     from console.core.redact import redact_text
-    from console.server.milestones import LogFollower, tail_lines
+    from console.server.milestones import LogFollower, tail_and_end, tail_lines
 
-    lines = [redact_text(line, secrets) for line in tail_lines(status.record.log_path, args.lines)]
     if not args.follow:
+        tail = tail_lines(status.record.log_path, args.lines)
+        lines = [redact_text(line, secrets) for line in tail]
         print_json({"server": status.to_json(), "lines": lines})
         return 0
+    # Following: the tail's whole lines, then every line from where they end.
+    tail, end = tail_and_end(status.record.log_path, args.lines)
+    lines = [redact_text(line, secrets) for line in tail]
 
     def emit(data: dict[str, Any]) -> None:
         print(json.dumps(data), flush=True)
@@ -636,8 +643,7 @@ def _logs_json(
     emit({"server": status.to_json()})
     for line in lines:
         emit({"line": line})
-    follower = LogFollower(status.record.log_path)
-    follower.read_new_lines()
+    follower = LogFollower(status.record.log_path, offset=end)
     try:
         while True:
             for line in follower.read_new_lines():

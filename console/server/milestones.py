@@ -73,9 +73,9 @@ def log_timestamp(line: str) -> str | None:
 class LogFollower:
     """Reads new complete lines of a growing log file (bounded per call)."""
 
-    def __init__(self, path: str, max_bytes_per_read: int = 1 << 20) -> None:
+    def __init__(self, path: str, max_bytes_per_read: int = 1 << 20, *, offset: int = 0) -> None:
         self.path = path
-        self.offset = 0
+        self.offset = offset
         self._partial = b""
         self.max_bytes = max_bytes_per_read
 
@@ -99,16 +99,29 @@ class LogFollower:
 
 
 def tail_lines(path: str, count: int, max_bytes: int = 256 * 1024) -> list[str]:
-    """The last `count` lines of a file, reading at most `max_bytes` from its end."""
+    """The last `count` lines of a file (a last line still being written included), reading
+    at most `max_bytes` from its end."""
+    return tail_and_end(path, count, max_bytes, partial=True)[0]
+
+
+def tail_and_end(
+    path: str, count: int, max_bytes: int = 256 * 1024, *, partial: bool = False
+) -> tuple[list[str], int]:
+    """The last `count` whole lines of a file and the offset they end at: a follower started
+    there (`LogFollower(path, offset=...)`) misses no line and repeats none. `partial` adds
+    a last line still being written (then the offset is the end of the file)."""
     try:
         with open(path, "rb") as handle:
             handle.seek(0, 2)
             size = handle.tell()
             handle.seek(max(0, size - max_bytes))
-            data = handle.read()
+            data = handle.read(min(size, max_bytes))
     except OSError:
-        return []
-    lines = data.decode(errors="replace").splitlines()
+        return [], 0
+    whole = len(data) if partial else data.rfind(b"\n") + 1  # after the last whole line
+    end = max(0, size - max_bytes) + whole
+    complete = data[:whole]
+    lines = complete.decode(errors="replace").splitlines()
     if size > max_bytes and lines:
         lines = lines[1:]
-    return lines[-count:] if count > 0 else []
+    return (lines[-count:] if count > 0 else []), end
