@@ -20,8 +20,6 @@ BY_DEST: dict[str, str] = {
 
 BY_VERB: dict[tuple[str, str], str] = {
     ("diagnose", "log"): "an SGLang server log (any server's, also one ddconsole did not start)",
-    ("bench", "input_len"): "prompt length in tokens (default 512)",
-    ("bench", "output_len"): "output length in tokens per request (default 256)",
     ("bench", "endpoint"): "SGLang API to load: native /generate (default) or the OpenAI ones",
     ("bench", "seed"): "seed of the prompts and arrival times (default 0)",
     ("campaign", "file"): "a campaign file (TOML): cells and levels",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from console.profiles.flagcheck import FlagCheckResult, FlagProblem
+from console.profiles.sglang_probe import drop_flag
 from console.sim.argparser import ArgumentsError, build_parser, cli_data
 
 SIMULATOR = "the simulator's copy of SGLang's parser"
@@ -31,25 +32,6 @@ _AMBIGUOUS = re.compile(r"ambiguous option: (\S+?)(?:=\S*)? could match")
 def sglang_version() -> str:
     """The SGLang release whose parser the simulator carries."""
     return str(cli_data().get("sglang_version", "0.5.23"))
-
-
-def _drop(argv: list[str], flag: str) -> list[str]:
-    """argv without `flag` (`flag`, `flag=value` or `flag value`)."""
-    out: list[str] = []
-    skip = False
-    for index, token in enumerate(argv):
-        if skip:
-            skip = False
-            if not token.startswith("-"):
-                continue
-        if token == flag:
-            following = argv[index + 1] if index + 1 < len(argv) else None
-            skip = following is not None and not following.startswith("-")
-            continue
-        if token.startswith(flag + "="):
-            continue
-        out.append(token)
-    return out
 
 
 def _algorithm(argv: list[str]) -> str | None:
@@ -75,7 +57,7 @@ def check_one(argv: list[str]) -> list[FlagProblem]:
             named = _ARGUMENT.search(message)
             flag = ambiguous[1] if ambiguous else named[1] if named else ""
             problems.append(FlagProblem("ambiguous" if ambiguous else "invalid", flag, message))
-            shorter = _drop(remaining, flag) if flag else remaining
+            shorter = drop_flag(remaining, flag) if flag else remaining
             if shorter == remaining:
                 break
             remaining = shorter

@@ -33,8 +33,9 @@ def _new_parser(server_args_cls: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def _drop_flag(argv: list[str], flag: str) -> list[str]:
-    """Remove `flag` (or `flag=value`, or `flag value`) from argv."""
+def drop_flag(argv: list[str], flag: str) -> list[str]:
+    """Remove `flag` (or `flag=value`, or `flag value`) from argv (also used by the
+    simulator's check, `console/cli/simcheck.py`)."""
     out: list[str] = []
     skip_value = False
     for index, token in enumerate(argv):
@@ -67,7 +68,7 @@ def check_argv(argv: list[str]) -> dict[str, Any]:
             options = exc.argument_name.split("/") if exc.argument_name else []
             before = remaining
             for option in options:
-                remaining = _drop_flag(remaining, option)
+                remaining = drop_flag(remaining, option)
             if remaining == before:
                 break
             continue
@@ -79,7 +80,7 @@ def check_argv(argv: list[str]) -> dict[str, Any]:
             problems.append({"kind": kind, "flag": flag, "message": message})
             if not flag:
                 break
-            remaining = _drop_flag(remaining, flag)
+            remaining = drop_flag(remaining, flag)
             continue
         for token in unknown:
             if token.startswith("-"):
