@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from console.bench.cancel import RunNotRunning, UnknownRun, stop_prompt, stop_ru
 from console.bench.results import CANCELLED
 from console.core.net import free_port
 from tests.conftest import REPO, run_cli_subprocess
+from tests.ptyrun import run_on_pty
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("free_port_profiles")]
 
@@ -189,34 +189,8 @@ def test_stop_run_stops_a_benchmark_and_asks_first_on_a_tty(tmp_path: Path) -> N
 
 
 def _on_tty(args: list[str], *, answer: str) -> tuple[int, str]:
-    """Run `ddconsole ARGS` with a pseudo-terminal as its stdin and stdout; `answer` is
-    typed once it asks. Returns its exit status and everything it wrote."""
-    main, secondary = pty.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "console", *args],
-        stdin=secondary,
-        stdout=secondary,
-        stderr=secondary,
-        cwd=REPO,
-        env=os.environ.copy(),
-    )
-    os.close(secondary)
-    seen = b""
-    deadline = time.monotonic() + 60
-    answered = False
-    while time.monotonic() < deadline:
-        try:
-            chunk = os.read(main, 4096)
-        except OSError:
-            break
-        if not chunk:
-            break
-        seen += chunk
-        if not answered and b"[y/N]" in seen:
-            os.write(main, answer.encode())
-            answered = True
-    os.close(main)
-    return proc.wait(timeout=30), seen.decode(errors="replace")
+    """`ddconsole ARGS` on a pseudo-terminal; `answer` is typed once it asks."""
+    return run_on_pty(args, answer=answer, timeout=60)
 
 
 def test_a_stranger_at_the_owners_pid_is_never_signalled(tmp_path: Path) -> None:

@@ -401,4 +401,4 @@ def test_sigint_stops_a_bench_stuck_at_any_stage(
     assert json.loads((run / "run.json").read_text())["status"] == "interrupted"
     # The acceptance is 1 s; measured well under it on an idle machine (printed above),
     # asserted with room for a loaded 2-core CI box.
-    assert took < 3, took
+    assert took < 5, took

@@ -5,18 +5,16 @@ simulator on a free port; the terminal is a real pseudo-terminal."""
 from __future__ import annotations
 
 import json
-import os
-import pty
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from console.cli.progress_line import CLEAR
 from tests.conftest import REPO
+from tests.ptyrun import run_on_pty
 from tests.simproc import SMALL, running_sim
 
 BENCH = ["--concurrency", "1,2", "--requests", "6", "--input-len", "32", "--output-len", "96"]
@@ -24,28 +22,7 @@ BENCH = ["--concurrency", "1,2", "--requests", "6", "--input-len", "32", "--outp
 
 def on_terminal(args: list[str]) -> tuple[int, str]:
     """`ddconsole ARGS` with a pseudo-terminal as stdin and stdout; its status and output."""
-    main, secondary = pty.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "console", *args],
-        stdin=secondary,
-        stdout=secondary,
-        stderr=secondary,
-        cwd=REPO,
-        env={**os.environ, "COLUMNS": "160"},
-    )
-    os.close(secondary)
-    chunks: list[bytes] = []
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        try:
-            chunk = os.read(main, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(main)
-    return proc.wait(timeout=30), b"".join(chunks).decode(errors="replace")
+    return run_on_pty(args, timeout=180, env={"COLUMNS": "160"})
 
 
 @pytest.mark.slow
