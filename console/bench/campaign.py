@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -46,7 +47,7 @@ from console.bench.runmeta import Attempt
 from console.bench.summary import write_summaries
 from console.bench.tables import fmt
 from console.bench.workload import Workload
-from console.core.errors import ServerStartFailed, ServerStoppedByUser
+from console.core.errors import ServerStartFailed, ServerStoppedByUser, StartCancelled
 from console.core.http import JSON_MAX_BYTES, get_capped
 from console.core.redact import argv_secrets, field_secrets, redact_json
 from console.hw.backend import GpuBackend
@@ -94,8 +95,17 @@ class ServerHandle(Protocol):
 class ServerControl(Protocol):
     """Lifecycle as a campaign needs it (implemented over the server manager)."""
 
-    def start(self, profile: str, layout: str, variant: str, on_event: Event) -> ServerHandle:
-        """Launch and wait for ready; raises ServerStartFailed with the classified reason."""
+    def start(
+        self,
+        profile: str,
+        layout: str,
+        variant: str,
+        on_event: Event,
+        cancelled: Callable[[], bool] | None = None,
+    ) -> ServerHandle:
+        """Launch and wait for ready; raises ServerStartFailed with the classified reason,
+        or StartCancelled (the server stopped) once `cancelled` returns True while it
+        loads."""
 
     def failure(self, server_id: str) -> str | None:
         """Why the server died, if it did."""
@@ -330,6 +340,10 @@ class CampaignRunner:
         if started is None:
             assert self.control is not None
             self.on_event(f"{cell.cell_id}: launching")
+            # The start waits for ready in a thread (up to half an hour for a real model):
+            # the runner's stop reaches it through a thread-safe event it polls each tick.
+            cancel = threading.Event()
+            relay = asyncio.create_task(self._relay_stop(cancel))
             try:
                 started = await asyncio.to_thread(
                     self.control.start,
@@ -337,7 +351,16 @@ class CampaignRunner:
                     cell.layout or "",
                     cell.variant or "",
                     self.on_event,
+                    cancel.is_set,
                 )
+            except StartCancelled as exc:
+                # Stopped by the campaign's own stop: resumable, not a failure of the cell.
+                self._cell_meta(
+                    cell, lambda c: replace(c, status="interrupted", reason="campaign stopped")
+                )
+                self.on_event(f"{cell.cell_id}: interrupted: {exc.message}")
+                write_summaries(self.run)
+                return
             except ServerStoppedByUser as exc:
                 self._cell_meta(
                     cell, lambda c: replace(c, status="interrupted", reason=OUTSIDE_STOP)
@@ -353,6 +376,9 @@ class CampaignRunner:
                 self.on_event(f"{cell.cell_id}: FAILED to start: {exc.message}")
                 write_summaries(self.run)
                 return
+            finally:
+                relay.cancel()
+                await asyncio.gather(relay, return_exceptions=True)
         try:
             await self._run_levels(cell, started, pending)
         finally:
@@ -365,6 +391,11 @@ class CampaignRunner:
                 warnings = await asyncio.to_thread(self.control.stop, started.server_id, why)
                 for line in warnings or ():
                     self.on_event(f"{cell.cell_id}: {line}")
+
+    async def _relay_stop(self, cancel: threading.Event) -> None:
+        """Set `cancel` once the runner's stop is set (until cancelled itself)."""
+        await self.stop.wait()
+        cancel.set()
 
     async def _run_levels(
         self, cell: CellPlan, server: ServerHandle, levels: list[LevelSpec]

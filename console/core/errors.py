@@ -49,3 +49,8 @@ class ServerStartFailed(ConsoleError):
 class ServerStoppedByUser(ServerStartFailed):
     """A server launched for a benchmark cell was stopped from outside (`down`, the TUI)
     before it was ready; the campaign stops instead of launching the next cell."""
+
+
+class StartCancelled(ServerStartFailed):
+    """The campaign was stopped (Ctrl-C, SIGTERM, `runs stop`) while a cell's server was
+    still loading: that server was stopped, and the cell is interrupted, not failed."""

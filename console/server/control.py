@@ -6,7 +6,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from os import getpid
 
-from console.core.errors import ConsoleError, ServerStartFailed, ServerStoppedByUser
+from console.core.errors import (
+    ConsoleError,
+    ServerStartFailed,
+    ServerStoppedByUser,
+    StartCancelled,
+)
 from console.profiles.command import build_command
 from console.profiles.loader import ProfileCatalog
 from console.server.actions import auth_headers, launch_interpreter
@@ -50,8 +55,18 @@ class ManagedControl:
         self.stop_grace_s = stop_grace_s
 
     def start(
-        self, profile: str, layout: str, variant: str, on_event: Callable[[str], None]
+        self,
+        profile: str,
+        layout: str,
+        variant: str,
+        on_event: Callable[[str], None],
+        cancelled: Callable[[], bool] | None = None,
     ) -> LaunchedServer:
+        """Launch the cell's server and wait until it is ready.
+
+        `cancelled` is polled while the server loads (the campaign's stop): once it is
+        True the server just launched is stopped and StartCancelled is raised, so a stop
+        does not wait for a model that takes minutes to load."""
         try:
             loaded = self.catalog.get(profile)
             command = build_command(
@@ -67,9 +82,21 @@ class ManagedControl:
             record.id,
             timeout=self.ready_timeout_s,
             on_event=lambda elapsed, label: on_event(f"  {record.id} {elapsed:6.1f}s {label}"),
+            cancelled=cancelled,
         )
-        if status.state is ServerState.STOPPED and self.stopped_elsewhere(record.id):
+        loading = status.state is not ServerState.READY and not status.state.terminal
+        stopping = loading and cancelled is not None and cancelled()
+        # An outside stop (`down`, the TUI) is checked first: that server is its stopper's,
+        # also when the campaign's stop cut the wait short while it was shutting down.
+        if (status.state is ServerState.STOPPED or stopping) and self.stopped_elsewhere(record.id):
             raise ServerStoppedByUser(f"{record.id}: {status.reason or 'stopped by the user'}")
+        if stopping:
+            # The campaign is stopping: the server it just launched goes with it, with the
+            # reason a campaign's stop records for the servers it launched. (A server that
+            # died meanwhile keeps its own failure, below.)
+            for line in self.stop(record.id, reason="campaign stopped"):
+                on_event(f"  {record.id}: {line}")
+            raise StartCancelled(f"{record.id}: stopped while loading (campaign stopped)")
         if status.state is not ServerState.READY:
             reason = status.reason or f"not ready after {self.ready_timeout_s:.0f} s"
             if not status.state.terminal:

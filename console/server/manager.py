@@ -392,9 +392,18 @@ class ServerManager:
         return record
 
     def wait(
-        self, server_id: str, *, timeout: float | None = None, on_event: Event = _ignore
+        self,
+        server_id: str,
+        *,
+        timeout: float | None = None,
+        on_event: Event = _ignore,
+        cancelled: Callable[[], bool] | None = None,
     ) -> ServerStatus:
-        """Follow a starting server until ready or dead; report milestones as they appear."""
+        """Follow a starting server until ready or dead; report milestones as they appear.
+
+        `cancelled` is polled every tick: once it returns True the wait ends with the
+        server's current (not ready) status, as a timeout does; the caller decides what
+        happens to the server (a campaign being stopped stops it)."""
         record = self.records.load(server_id)
         follower = LogFollower(record.log_path)
         start = time.monotonic()
@@ -417,6 +426,8 @@ class ServerManager:
                 if self.probe(record) is Probe.READY:
                     return self.status(server_id, probe=True)
             if timeout is not None and elapsed > timeout:
+                return status
+            if cancelled is not None and cancelled():
                 return status
             time.sleep(POLL_S)
 
