@@ -15,6 +15,7 @@ CHANGING_ACTIONS = frozenset(
     {
         "launch",
         "stop",
+        "forget",
         "restart",
         "switch",
         "bench",

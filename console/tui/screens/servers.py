@@ -22,6 +22,7 @@ from console.core.redact import redact_argv, redact_env
 from console.core.units import format_duration, format_index_set
 from console.tui.backend import ActionRefused, Backend
 from console.tui.fold import age_text, fold_after_s, folded_note, split_folded, wall_clock
+from console.tui.read_only import refusal
 from console.tui.screens.find import FIND_BINDINGS, FindScreen
 from console.tui.screens.launch import LaunchChoice, LaunchScreen
 from console.tui.screens.modals import ConfirmScreen
@@ -237,8 +238,10 @@ class ServersScreen(FindScreen):
         self.query_one("#activity", RichLog).write(line)
 
     def _refused(self) -> bool:
+        """A second guard behind the app's: the notice names the real reason (a live
+        `--read-only` console, the setting, or a replay)."""
         if self.backend.read_only:
-            self.notify("read-only: this is a replay", severity="warning")
+            self.notify(refusal(self.backend), severity="warning", timeout=6)
             return True
         return False
 
