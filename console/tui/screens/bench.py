@@ -174,7 +174,12 @@ class BenchScreen(FindScreen):
                 for row, name in zip(rows, names, strict=True)
             ]
             found = self.finder.apply(
-                [FindRow(row.run_id, cells) for row, cells in zip(rows, values, strict=True)]
+                # NAME is cut to the room left (and RUN absent) in the narrow list: the
+                # filter reads the full id and name.
+                [
+                    FindRow(row.run_id, cells, search=f"{row.run_id} {row.name or ''}")
+                    for row, cells in zip(rows, values, strict=True)
+                ]
             )
             fill_table(
                 table,

@@ -131,7 +131,9 @@ class RunsScreen(FindScreen):
                 "CELLS": f"{row.cells_done}/{row.cells}",
             }
             order = {"RUN": (1, 0.0, row.run_id), "CELLS": (0, float(row.cells_done), "")}
-            found.append(FindRow(row.run_id, cells, order))
+            # The label may be cut in the middle: the filter reads the full id and name.
+            search = f"{row.run_id} {row.name or ''}"
+            found.append(FindRow(row.run_id, cells, order, search))
         found = self.finder.apply(found)
         fill_table(
             table,

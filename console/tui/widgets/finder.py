@@ -45,9 +45,13 @@ class FindRow:
     key: str
     cells: Mapping[str, Cell]
     sort: Mapping[str, SortValue] = field(default_factory=dict)
+    search: str = ""
+    """Text the filter also matches but no cell shows in full (a run id or name cut to fit
+    a narrow column), so a row is found by what it is, not by what fits on screen."""
 
     def matches(self, needle: str) -> bool:
-        return needle in " ".join(plain(c) for c in self.cells.values()).lower()
+        shown = " ".join(plain(c) for c in self.cells.values())
+        return needle in f"{shown} {self.search}".lower()
 
     def value(self, column: str) -> SortValue:
         if column in self.sort:
