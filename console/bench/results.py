@@ -614,7 +614,8 @@ class CellSummary:
             ddtree_budget=self.ddtree_budget,
             status=self.status,
             reason=self.reason,
-            levels=tuple(level.facts() for level in self.levels),
+            # A level cut short is no result: no finding rests on it.
+            levels=tuple(level.facts() for level in self.levels if level.status != "interrupted"),
         )
 
 

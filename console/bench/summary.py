@@ -250,7 +250,7 @@ def _with_speedups(cells: Sequence[CellSummary]) -> tuple[CellSummary, ...]:
     for cell in cells:
         if cell.is_autoregressive:
             for level in cell.levels:
-                if level.output_tok_s:
+                if level.output_tok_s and level.status != "interrupted":
                     key = (cell.profile, cell.layout, level.concurrency, level.rate)
                     baseline[key] = level.output_tok_s
     out = []
@@ -258,7 +258,9 @@ def _with_speedups(cells: Sequence[CellSummary]) -> tuple[CellSummary, ...]:
         levels = []
         for level in cell.levels:
             base = baseline.get((cell.profile, cell.layout, level.concurrency, level.rate))
-            speedup = level.output_tok_s / base if base and level.output_tok_s else None
+            # A level cut short (stopped by the user, from here or outside) is no result.
+            tok_s = level.output_tok_s if level.status != "interrupted" else None
+            speedup = tok_s / base if base and tok_s else None
             levels.append(replace(level, speedup_vs_off=speedup))
         out.append(replace(cell, levels=tuple(levels)))
     return tuple(out)
