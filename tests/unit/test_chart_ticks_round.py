@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import itertools
+import math
 
 import pytest
 
-from console.tui.widgets.chart import nice_step, tick_label, y_ticks
+from console.tui.widgets.chart import Line, finite, nice_step, points, tick_label, y_ticks
 
 
 @pytest.mark.parametrize(
@@ -72,3 +73,36 @@ async def test_the_dashboards_charts_label_round_ticks() -> None:
             assert step / 10 ** int(f"{step:e}".split("e")[1]) in (1.0, 2.0, 5.0), labels
             if chart_id == "queue":
                 assert all(v == int(v) for v in values), labels
+
+
+@pytest.mark.parametrize("top", [math.inf, -math.inf, math.nan, 1e-12, 0.0, -5.0])
+def test_a_top_that_is_not_finite_or_hardly_above_the_floor_gives_two_ticks(top: float) -> None:
+    ticks = y_ticks(top)
+    assert ticks == [0.0, 1.0]
+    step = ticks[1] - ticks[0]
+    assert [tick_label(t, step, "ms") for t in ticks] == ["0ms", "1ms"]
+
+
+def test_a_floor_that_is_not_finite_is_read_as_zero() -> None:
+    assert y_ticks(math.nan, floor=math.nan) == [0.0, 1.0]
+    assert y_ticks(150.0, floor=math.inf) == y_ticks(150.0)
+
+
+def test_labels_of_a_zero_or_nan_step_have_no_decimals() -> None:
+    assert tick_label(0.0, 0.0, "") == "0"
+    assert tick_label(2.0, math.nan, "%") == "2%"
+    assert tick_label(1500.0, 0.0, "tok/s") == "2k"
+
+
+def test_a_chart_drops_readings_that_are_not_finite() -> None:
+    """An inf and a NaN among finite readings: the chart draws the finite ones, and its
+    axis and latest value come from them."""
+    from console.telemetry.store import TimeSeriesStore
+
+    store = TimeSeriesStore()
+    for t, value in ((1.0, 5.0), (2.0, math.inf), (3.0, 7.0), (4.0, math.nan)):
+        store.append("s", t, value)
+    xs, ys = points(store, Line(("s",), "s"), 0.0, 4.0)
+    assert math.inf in ys  # the store keeps an inf; the chart leaves it out
+    assert finite(xs, ys) == ([-3.0, -1.0], [5.0, 7.0])
+    assert finite([1.0, 2.0], [math.nan, -math.inf]) == ([], [])

@@ -50,6 +50,13 @@ def points(
     )
 
 
+def finite(xs: list[float], ys: list[float]) -> tuple[list[float], list[float]]:
+    """The points whose value is a finite number: an inf or NaN reading (a rate over a zero
+    interval) has no place on the axis and would break its ticks."""
+    kept = [(x, y) for x, y in zip(xs, ys, strict=True) if math.isfinite(y)]
+    return [x for x, _ in kept], [y for _, y in kept]
+
+
 def thin(xs: list[float], ys: list[float], buckets: int) -> tuple[list[float], list[float]]:
     """At most `buckets` points: the last point of each equal slice keeps the newest value."""
     if len(xs) <= buckets or buckets < 2:
@@ -68,8 +75,18 @@ def nice_step(span: float, count: int, *, whole: bool = False) -> float:
     return max(step, 1.0) if whole else step
 
 
+MIN_SPAN = 1e-9
+"""Below this span the ticks would round (to 10 decimals) onto one value: one unit is shown."""
+
+
 def y_ticks(top: float, *, floor: float = 0.0, count: int = 4, whole: bool = False) -> list[float]:
-    """Round tick values from `floor` to the first step at or above `top`."""
+    """Round tick values from `floor` to the first step at or above `top`. A top that is
+    not finite (inf, NaN) or hardly above the floor gives `[floor, floor + 1]`: two
+    distinct ticks, never an error."""
+    if not math.isfinite(floor):
+        floor = 0.0
+    if not math.isfinite(top) or top - floor < MIN_SPAN:
+        return [floor, floor + 1.0]
     step = nice_step(top - floor, count, whole=whole)
     first = math.floor(floor / step) * step
     intervals = max(1, math.ceil((top - first) / step - 1e-9))
@@ -86,6 +103,10 @@ def tick_label(value: float, step: float, unit: str) -> str:
 
 
 def _decimals(step: float) -> int:
+    """Decimals a step needs; none for a step that is not a positive finite number (two
+    equal ticks, NaN), which has no magnitude to read."""
+    if not math.isfinite(step) or step <= 0:
+        return 0
     return 0 if step >= 1 else min(6, math.ceil(-math.log10(step) - 1e-9))
 
 
@@ -153,6 +174,7 @@ class TimeChart(PlotextPlot):
         top = 0.0
         for index, line in enumerate(lines):
             xs, ys = points(store, line, now - window_s, now)
+            xs, ys = finite(xs, ys)
             if not xs:
                 continue
             xs, ys = thin(xs, ys, buckets)
