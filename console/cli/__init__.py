@@ -23,6 +23,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from console.core.errors import ConsoleError
 
     try:
+        from console.cli.read_only import refuse_if_read_only
+
+        refuse_if_read_only(args, handler)
         return int(handler(args) or 0)
     except ConsoleError as exc:
         print(f"ddconsole: error: {exc}", file=sys.stderr)

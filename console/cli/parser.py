@@ -175,8 +175,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--read-only",
         action="store_true",
-        help="the console shows everything and refuses every action (a shared box); "
-        "read_only = true in config.toml does the same",
+        help="show everything, change nothing (a shared box): the console refuses every "
+        "action and up, down, restart, switch, bench, campaign, runs stop and prune are "
+        "refused; read_only = true in config.toml does the same",
     )
     common = common_parent()
     verbs = parser.add_subparsers(title="commands", metavar="COMMAND")
