@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import difflib
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from console import __version__
 from console.cli import argtypes
@@ -58,12 +58,26 @@ class ConsoleArgumentParser(argparse.ArgumentParser):
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
+        self._given = list(args) if args is not None else None
         parsed, extras = super().parse_known_args(args, namespace)
         # A verb's parser is run through parse_known_args: leftovers would reach the
         # top-level parser, which reports them with its own usage and no suggestion.
         if extras:
             self._unrecognized(extras)
         return parsed, extras
+
+    def error(self, message: str) -> NoReturn:
+        # A missing required option is checked before leftovers are: a mistyped flag
+        # (`bench --concurency 4`) is the likelier mistake, so it is named first.
+        given = getattr(self, "_given", None)
+        if "required" in message and given:
+            options = [o for o in self._option_string_actions if o.startswith("--")]
+            for token in given:
+                flag = token.split("=", 1)[0]
+                if flag.startswith("--") and not any(o.startswith(flag) for o in options):
+                    self._given = None
+                    super().error(f"unrecognized option {flag!r}{_did_you_mean(flag, options)}")
+        super().error(message)
 
     def _unrecognized(self, extras: list[str]) -> None:
         options = [o for o in self._option_string_actions if o.startswith("--")]

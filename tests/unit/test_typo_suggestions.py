@@ -19,6 +19,17 @@ import pytest
             "unrecognized option '--concurency'; did you mean '--concurrency'?",
         ),
         (
+            # The README's example: the mistyped flag is named before the missing --server.
+            ["bench", "--concurency", "4", "--demo"],
+            "usage: ddconsole bench",
+            "unrecognized option '--concurency'; did you mean '--concurrency'?",
+        ),
+        (
+            ["up", "--layuot", "tp1"],  # before the missing PROFILE too
+            "usage: ddconsole up",
+            "unrecognized option '--layuot'; did you mean '--layout'?",
+        ),
+        (
             ["up", "qwen3.6-27b", "--layuot=tp1"],
             "usage: ddconsole up",
             "unrecognized option '--layuot'; did you mean '--layout'?",
