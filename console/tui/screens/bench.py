@@ -87,6 +87,9 @@ class BenchScreen(FindScreen):
         self._columns: tuple[str, ...] = ()
         self._follow: str | None = None
         """A run started here: selected (its levels followed) once the list has it."""
+        self._asking = False
+        """A confirmation is being worked out or shown: a second `g` (`c`, `p`'s start,
+        `D`) pressed before it appears asks nothing more (one dialog, one run)."""
 
     def compose_body(self) -> ComposeResult:
         with Horizontal(id="top"):
@@ -460,10 +463,32 @@ class BenchScreen(FindScreen):
             self.app.call_from_thread(self.notify, f"{type(exc).__name__}: {exc}", severity="error")
             return
         self.app.call_from_thread(self.notify, message, timeout=10)
+        self.app.call_from_thread(self._relist)
+
+    def _relist(self) -> None:
+        """Read the runs list again on the next refresh (on the event loop: the screen's
+        state is written there only, never from a worker thread)."""
         self._listed_at = 0.0
 
-    @work(thread=True, group="bench-confirm")
+    def _follow_run(self, run_id: str) -> None:
+        """Select a run started here once the list has it (on the event loop)."""
+        self._follow = run_id
+        self._listed_at = 0.0
+
     def _confirm(
+        self, ask: Callable[[], tuple[str, str]], action: Callable[[], str], what: str
+    ) -> None:
+        """Ask once: while a confirmation is worked out or shown, another is not."""
+        if self._asking:
+            return
+        self._asking = True
+        self._ask(ask, action, what)
+
+    def _done_asking(self) -> None:
+        self._asking = False
+
+    @work(thread=True, group="bench-confirm")
+    def _ask(
         self, ask: Callable[[], tuple[str, str]], action: Callable[[], str], what: str
     ) -> None:
         """Work out what the action will do (its estimate reads profiles and campaign
@@ -471,10 +496,15 @@ class BenchScreen(FindScreen):
         try:
             title, detail = ask()
         except (ActionRefused, ConsoleError) as exc:
+            self.app.call_from_thread(self._done_asking)
             self.app.call_from_thread(self.notify, exc.message, severity="error")
             return
+        except Exception:  # the guard must not stay up, or no action could ask again
+            self.app.call_from_thread(self._done_asking)
+            raise
 
         def answered(yes: bool | None) -> None:
+            self._done_asking()
             if yes:
                 self._start(action, what)
 
@@ -492,8 +522,7 @@ class BenchScreen(FindScreen):
             self.app.call_from_thread(self.notify, f"{type(exc).__name__}: {exc}", severity="error")
             return
         self.app.call_from_thread(self.notify, f"{what}: run {run_id} (detached)")
-        self._follow = run_id
-        self._listed_at = 0.0
+        self.app.call_from_thread(self._follow_run, run_id)
 
 
 def _eta(level: LevelProgress | None) -> str:
