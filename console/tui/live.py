@@ -12,6 +12,7 @@ from console.bench.results import RunSummary
 from console.bench.shipped import DEMO_CAMPAIGN, campaign_files
 from console.core.errors import ConsoleError
 from console.core.net import port_is_free
+from console.core.units import format_index_set
 from console.profiles.command import build_command
 from console.profiles.flagcheck import FlagCheckUnavailable, check_args
 from console.profiles.loader import ProfileCatalog
@@ -20,7 +21,7 @@ from console.server.manager import ServerManager
 from console.server.status import ServerStatus
 from console.telemetry.store import TimeSeriesStore
 from console.topology.model import Topology
-from console.topology.placement import REDACTED, Plan, next_free_port, resolve
+from console.topology.placement import REDACTED, Plan, PlanWarning, next_free_port, resolve
 from console.tui.backend import ActionRefused, Progress, ReplayControls
 from console.tui.views import ServerView
 
@@ -199,11 +200,35 @@ class LiveBackend:
                 loaded.profile.server.port, loaded.profile.server.host, replacing
             )
             command = build_command(loaded, layout, variant, port=port, demo=self.demo, gpus=gpus)
-            return resolve(command, self.topology)
+            plan = resolve(command, self.topology)
         except ConsoleError as exc:
             raise ActionRefused(exc.message) from None
         except KeyError as exc:
             raise ActionRefused(f"{profile} has no {exc.args[0]!r}") from None
+        moved = self._moves(plan, loaded.profile.server.port, loaded.profile.layouts[layout].gpus)
+        return dataclasses.replace(plan, warnings=(*moved, *plan.warnings)) if moved else plan
+
+    def _moves(self, plan: Plan, port: int, gpus: tuple[int, ...]) -> list[PlanWarning]:
+        """Say where a plan left the profile's port or GPUs and why, as `ddconsole up`
+        does (the preview and the activity pane show a plan's warnings)."""
+        from console.server import actions
+
+        moved = []
+        if plan.port != port:
+            held = actions.port_held(self.manager, dataclasses.replace(plan, port=port))
+            why = held or f"port {port} is taken"
+            moved.append(PlanWarning("port-moved", f"{why}; using port {plan.port}"))
+        if tuple(plan.gpus) != tuple(gpus):
+            holders = sorted({s.id for s in self._busy() if set(s.record.plan.gpus) & set(gpus)})
+            by = f" by {', '.join(holders)}" if holders else ""
+            moved.append(
+                PlanWarning(
+                    "gpus-moved",
+                    f"GPUs {format_index_set(gpus)} are held{by}; using GPUs "
+                    f"{format_index_set(plan.gpus)}",
+                )
+            )
+        return moved
 
     def _busy(self, replacing: str | None = None) -> list[ServerStatus]:
         return [s for s in self._statuses() if not s.state.terminal and s.id != replacing]
