@@ -7,16 +7,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from console.bench.demo_defaults import DEMO_INPUT_LEN, DEMO_OUTPUT_LEN, DEMO_REQUESTS
 from console.cli import argtypes
 from console.cli import run_common as rc
 
 DEFAULT_INPUT_LEN = 512
 DEFAULT_OUTPUT_LEN = 256
-DEMO_REQUESTS = 8
-DEMO_INPUT_LEN = 256
-DEMO_OUTPUT_LEN = 128
-"""With --demo, a benchmark given no counts or lengths runs 8 requests of 256 in, 128 out:
-about 45 s against the demo's slowest server (Qwen3.6-27B TP1 `off`, ~27 tok/s)."""
+# With --demo, a benchmark given no counts or lengths runs the demo load the TUI's `g`
+# runs too (console/bench/demo_defaults.py): about 40 s at concurrency 1 against the
+# demo's slowest server.
 
 
 def register(verbs: Any, common: argparse.ArgumentParser) -> None:

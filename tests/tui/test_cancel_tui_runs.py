@@ -77,7 +77,7 @@ async def test_x_stops_a_running_benchmark_from_its_row() -> None:
         await pilot.press("g")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), 15, "the confirmation")
         # The demo defaults at twice the simulator's speed: about half a minute.
-        assert "2 levels × 8 requests, under a minute (256 in, 96 out)" in confirm_text(app)
+        assert "2 levels × 8 requests, under a minute (256 in, 112 out)" in confirm_text(app)
         await pilot.press("y")
         await until(pilot, lambda: len(backend.runs()) == 1, 30, "the benchmark's run")
         run_dir = only_run(backend)

@@ -18,6 +18,12 @@ from textual.coordinate import Coordinate
 from textual.widgets import DataTable, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
+from console.bench.demo_defaults import (
+    DEMO_INPUT_LEN,
+    DEMO_OUTPUT_LEN,
+    DEMO_REQUESTS,
+    DEMO_TUI_CONCURRENCY,
+)
 from console.bench.estimate import CellSpeed, estimate_bench, estimate_campaign, measured_speed
 from console.bench.listing import LevelProgress, Progress, RunRow
 from console.bench.request import BenchRequest, CampaignRequest
@@ -44,9 +50,14 @@ COLUMNS = ("RUN", "STATUS", "CELLS", "NOW")
 NARROW_COLUMNS = ("NAME", "STATUS", "CELLS")
 NARROW_BELOW = 110
 LOAD_DEFAULTS = {"concurrency": "1,4,16", "requests": "32", "input-len": "512", "output-len": "256"}
-DEMO_LOAD_DEFAULTS = {"concurrency": "1,4", "requests": "8", "input-len": "256", "output-len": "96"}
-"""`g`'s load on a demo server: about a minute against the slowest demo cell (Qwen TP1,
-autoregressive, 37.45 ms a step in the simulator's catalog)."""
+DEMO_LOAD_DEFAULTS = {
+    "concurrency": ",".join(str(c) for c in DEMO_TUI_CONCURRENCY),
+    "requests": str(DEMO_REQUESTS),
+    "input-len": str(DEMO_INPUT_LEN),
+    "output-len": str(DEMO_OUTPUT_LEN),
+}
+"""`g`'s load on a demo server: the CLI's demo load (console/bench/demo_defaults.py) at
+two levels, about a minute against the slowest demo cell."""
 
 
 def progress_bar(done: int, planned: int, width: int = 20) -> str:
