@@ -8,12 +8,12 @@ from typing import Any
 
 from console.cli.render import print_json
 from console.cli.services import Services
-from console.cli.simcheck import SIMULATOR, check_with_simulator
 from console.core.errors import PlacementError, ProfileError
 from console.profiles.command import DDTREE_PULL_REQUEST, build_command, entry_argv
 from console.profiles.flagcheck import FlagCheckUnavailable, FlagProblem, check_args
 from console.profiles.loader import LoadedProfile
 from console.profiles.models import Algorithm
+from console.sim.plancheck import SIMULATOR, check_with_simulator
 from console.topology.placement import REDACTED, resolve
 
 

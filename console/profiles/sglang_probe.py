@@ -35,7 +35,7 @@ def _new_parser(server_args_cls: Any) -> argparse.ArgumentParser:
 
 def drop_flag(argv: list[str], flag: str) -> list[str]:
     """Remove `flag` (or `flag=value`, or `flag value`) from argv (also used by the
-    simulator's check, `console/cli/simcheck.py`)."""
+    simulator's check, `console/sim/plancheck.py`)."""
     out: list[str] = []
     skip_value = False
     for index, token in enumerate(argv):

@@ -1,4 +1,5 @@
-"""`profiles check --demo`: check plans against the simulator's copy of SGLang's parser.
+"""Plans checked against the simulator's copy of SGLang's parser: `profiles check --demo`
+and the console's launch preview in demo mode.
 
 In demo mode the simulator runs in place of SGLang, with SGLang 0.5.23's own `sglang serve`
 parser rebuilt from data (console/sim/argparser.py) plus the DDTree pull request's flag, so

@@ -258,14 +258,17 @@ class LiveBackend:
         return next_free_port(preferred + 1, host, taken=taken)
 
     def flag_check(self, plan: Plan) -> str:
-        if self.demo:
-            return (
-                "demo: the simulator accepts every SGLang flag; `ddconsole profiles check` "
-                "parses plans with the installed SGLang's own parser"
-            )
         args = list(plan.argv[3:])
         if args[-2:] == ["--api-key", REDACTED]:
             args = args[:-2]
+        if self.demo:
+            from console.sim.plancheck import check_with_simulator
+
+            checked = check_with_simulator({"plan": args})["plan"]
+            if checked.ok:
+                version = checked.sglang_version
+                return f"the simulator's copy of SGLang {version}'s parser takes every flag"
+            return "; ".join(f"{p.flag}: {p.message}" for p in checked.problems)
         try:
             result = check_args(plan.argv[0], {"plan": args}, timeout=120)["plan"]
         except FlagCheckUnavailable as exc:

@@ -42,8 +42,24 @@ def test_bad_flags_fail_with_sglangs_own_messages(cli, user_profiles: Path):
 
 
 def test_an_unknown_speculative_algorithm_is_named(cli):
-    from console.cli.simcheck import check_one
+    from console.sim.plancheck import check_one
 
     problems = check_one(["--model-path", "m", "--speculative-algorithm", "MEDUSA"])
     assert [(p.kind, p.flag) for p in problems] == [("invalid", "--speculative-algorithm")]
     assert check_one(["--model-path", "m", "--speculative-algorithm", "nextn"]) == []
+
+
+def test_the_consoles_demo_preview_checks_flags_the_same_way(user_profiles: Path) -> None:
+    """The launch preview's `flags` line in demo mode comes from the same parser (it said
+    "the simulator accepts every SGLang flag", which the simulator does not)."""
+    from console.cli.services import Services
+
+    backend = Services.create(demo=True).live_backend(recordings=None)
+    good = backend.flag_check(backend.plan("qwen3.6-27b", "tp1", "ddtree-b15"))
+    assert good == "the simulator's copy of SGLang 0.5.23's parser takes every flag"
+    text = (REPO / "profiles" / "qwen3.6-27b.toml").read_text(encoding="utf-8")
+    bad = MARK + '    "--enable-metricz",\n'
+    (user_profiles / "qwen3.6-27b.toml").write_text(text.replace(MARK, bad), encoding="utf-8")
+    backend = Services.create(demo=True).live_backend(recordings=None)
+    said = backend.flag_check(backend.plan("qwen3.6-27b", "tp1", "off"))
+    assert said.startswith("--enable-metricz: ")
