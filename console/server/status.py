@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from enum import StrEnum
@@ -71,6 +72,23 @@ class ServerStatus:
         end = self.exit.ended_wall if self.exit else time.time()
         return max(0.0, end - self.spawn.spawned_wall)
 
+    def ended_wall(self) -> float | None:
+        """Wall-clock time the server ended; None while it runs (or has processes left).
+        Its end is the waiter's exit record; without one (the waiter was killed too), the
+        stop request, else the log's last write, else the launch. The one rule `ps`,
+        `prune` and the TUI's fold all go by (console.server.tidy)."""
+        if not self.state.terminal or self.orphans:
+            return None
+        if self.exit is not None:
+            return self.exit.ended_wall
+        record = self.record
+        if record.stop_requested_wall is not None:
+            return record.stop_requested_wall
+        try:
+            return os.stat(record.log_path).st_mtime
+        except OSError:
+            return record.launched_wall
+
     def to_json(self) -> dict[str, Any]:
         plan = self.record.plan
         return {
@@ -95,6 +113,7 @@ class ServerStatus:
             "log_path": self.record.log_path,
             "launched_wall": self.record.launched_wall,
             "uptime_s": self.uptime_s,
+            "ended_wall": self.ended_wall(),
             "exit_code": self.exit.returncode if self.exit else None,
             "probe": self.probe.value,
             "orphans": list(self.orphans),

@@ -7,7 +7,6 @@ was killed too), the stop request, else the log's last write, else the launch.
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections.abc import Iterable
@@ -20,18 +19,9 @@ from console.server.status import ServerStatus
 
 
 def ended_wall(status: ServerStatus) -> float | None:
-    """Wall-clock time the server ended; None while it runs (or has processes left)."""
-    if not status.state.terminal or status.orphans:
-        return None
-    if status.exit is not None:
-        return status.exit.ended_wall
-    record = status.record
-    if record.stop_requested_wall is not None:
-        return record.stop_requested_wall
-    try:
-        return os.stat(record.log_path).st_mtime
-    except OSError:
-        return record.launched_wall
+    """Wall-clock time the server ended; None while it runs (or has processes left).
+    The rule is `ServerStatus.ended_wall`, which the status JSON carries to the TUI too."""
+    return status.ended_wall()
 
 
 def is_folded(status: ServerStatus, older_than_s: float, now: float | None = None) -> bool:

@@ -26,9 +26,15 @@ def fold_after_s() -> tuple[float, str | None]:
 
 
 def ended_wall(server: ServerView) -> float | None:
-    """When an ended server ended, on the wall clock: launch time plus its uptime (the
-    time from spawn to exit), or its launch time when it never ran; None while live."""
-    if server.state not in ENDED_STATES or server.launched_wall is None:
+    """When an ended server ended, on the wall clock; None while live. The status's own
+    end (exit record, stop request, log's last write: `ddconsole ps`'s rule) where the
+    view carries it; for a view without it (a recording from before), launch time plus
+    its uptime, or its launch time when it never ran."""
+    if server.state not in ENDED_STATES:
+        return None
+    if server.ended_recorded:
+        return server.ended_wall
+    if server.launched_wall is None:
         return None
     return server.launched_wall + (server.uptime_s or 0.0)
 

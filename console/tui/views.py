@@ -41,6 +41,12 @@ class ServerView:
     then where its schedulers actually run, and there is no plan or log."""
     model: str | None = None
     scheduler_pids: tuple[int, ...] = ()
+    ended_wall: float | None = None
+    """When an ended server ended, by the rule `ddconsole ps` folds by (the status JSON's
+    `ended_wall`); None while it runs or has processes left, or when not recorded."""
+    ended_recorded: bool = False
+    """The status JSON carried `ended_wall` (a recording from before it did not): then
+    None there means not ended, and the fold does not work the end out itself."""
 
     @property
     def live(self) -> bool:
@@ -61,6 +67,7 @@ class ServerView:
 
         uptime = data.get("uptime_s")
         launched = data.get("launched_wall")
+        ended = data.get("ended_wall")
         return cls(
             id=str(data.get("id", "?")),
             profile=str(data.get("profile", "?")),
@@ -84,4 +91,6 @@ class ServerView:
             external=bool(data.get("external", False)),
             model=data.get("served_model_name") or data.get("model"),
             scheduler_pids=tuple(int(p) for p in data.get("scheduler_pids") or ()),
+            ended_wall=float(ended) if isinstance(ended, int | float) else None,
+            ended_recorded="ended_wall" in data,
         )
