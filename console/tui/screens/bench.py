@@ -35,7 +35,6 @@ from console.tui.backend import ActionRefused, Backend
 from console.tui.screens.cells import CellsChoice, CellsScreen, parse_positive_ints
 from console.tui.screens.find import FIND_BINDINGS, FindScreen
 from console.tui.screens.modals import ConfirmScreen
-from console.tui.widgets.filled_table import fill_table
 from console.tui.widgets.filter_bar import FilterBar
 from console.tui.widgets.finder import FindRow
 from console.tui.widgets.run_tables import distinct_names, rows_table
@@ -187,24 +186,13 @@ class BenchScreen(FindScreen):
                 }
                 for row, name in zip(rows, names, strict=True)
             ]
-            found = self.finder.apply(
-                # NAME is cut to the room left (and RUN absent) in the narrow list: the
-                # filter reads the full id and name.
-                [
-                    FindRow(row.run_id, cells, search=f"{row.run_id} {row.name or ''}")
-                    for row, cells in zip(rows, values, strict=True)
-                ]
-            )
-            fill_table(
-                table,
-                self._columns,
-                [(row.key, [row.cells[c] for c in self._columns]) for row in found],
-                self.finder.header,
-            )
-            self.show_count(len(found), len(rows), "runs")
-            ids = [row.key for row in found]
-            if selected in ids:
-                table.move_cursor(row=ids.index(selected))
+            # NAME is cut to the room left (and RUN absent) in the narrow list: the
+            # filter reads the full id and name.
+            found = [
+                FindRow(row.run_id, cells, search=f"{row.run_id} {row.name or ''}")
+                for row, cells in zip(rows, values, strict=True)
+            ]
+            self.fill_found(table, self._columns, found, selected, "runs")
         run_id = self._selected_run()
         if run_id is not None:
             self._load_levels(run_id)

@@ -11,12 +11,13 @@ from typing import Any, ClassVar
 
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Input
+from textual.widgets import DataTable, Input
 
 from console.tui.backend import Backend
 from console.tui.screens.base import ConsoleScreen
+from console.tui.widgets.filled_table import fill_table
 from console.tui.widgets.filter_bar import FilterBar
-from console.tui.widgets.finder import Finder
+from console.tui.widgets.finder import Finder, FindRow
 
 FIND_BINDINGS: list[Binding] = [
     # A priority binding: the app handles it before it passes the next keys on, so what is
@@ -47,6 +48,30 @@ class FindScreen(ConsoleScreen):
     def apply_find(self) -> None:
         """Show the rows again under the finder's filter and order."""
         self.refresh_data()
+
+    def fill_found(
+        self,
+        table: DataTable[Any],
+        columns: Sequence[str],
+        rows: Sequence[FindRow],
+        keep: str | None,
+        what: str,
+    ) -> list[str]:
+        """Filter and sort `rows`, fill `table` with their `columns`, put the cursor back
+        on the row keyed `keep` if it is still listed, and show the count; returns the
+        shown rows' keys, in order."""
+        found = self.finder.apply(rows)
+        fill_table(
+            table,
+            columns,
+            [(row.key, [row.cells[c] for c in columns]) for row in found],
+            self.finder.header,
+        )
+        keys = [row.key for row in found]
+        if keep is not None and keep in keys:
+            table.move_cursor(row=keys.index(keep))
+        self.show_count(len(found), len(rows), what)
+        return keys
 
     def show_count(self, shown: int, total: int, what: str = "rows") -> None:
         for bar in self.query(FilterBar):

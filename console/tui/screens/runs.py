@@ -121,7 +121,7 @@ class RunsScreen(FindScreen):
         others += len("campaign") + len("CELLS") + 2 * table.cell_padding * len(COLUMNS)
         room = max(16, (table.size.width or self.size.width) - others - 4)
         labels = distinct_names([(r.run_id, r.run_id) for r in rows], room)
-        found = []
+        listed: list[FindRow] = []
         for row, status, label in zip(rows, statuses, labels, strict=True):
             mark = "* " if row.run_id == self.marked else ""
             cells = {
@@ -133,18 +133,8 @@ class RunsScreen(FindScreen):
             order = {"RUN": (1, 0.0, row.run_id), "CELLS": (0, float(row.cells_done), "")}
             # The label may be cut in the middle: the filter reads the full id and name.
             search = f"{row.run_id} {row.name or ''}"
-            found.append(FindRow(row.run_id, cells, order, search))
-        found = self.finder.apply(found)
-        fill_table(
-            table,
-            COLUMNS,
-            [(r.key, [r.cells[c] for c in COLUMNS]) for r in found],
-            self.finder.header,
-        )
-        self._shown_ids = [r.key for r in found]
-        if selected in self._shown_ids:
-            table.move_cursor(row=self._shown_ids.index(selected))
-        self.show_count(len(found), len(rows), "runs")
+            listed.append(FindRow(row.run_id, cells, order, search))
+        self._shown_ids = self.fill_found(table, COLUMNS, listed, selected, "runs")
 
     def apply_find(self) -> None:
         self._fill()

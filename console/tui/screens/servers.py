@@ -27,7 +27,6 @@ from console.tui.screens.find import FIND_BINDINGS, FindScreen
 from console.tui.screens.launch import LaunchChoice, LaunchScreen
 from console.tui.screens.modals import ConfirmScreen
 from console.tui.views import ServerView
-from console.tui.widgets.filled_table import fill_table
 from console.tui.widgets.filter_bar import FilterBar
 from console.tui.widgets.finder import FindRow, sort_value
 from console.tui.widgets.server_strip import state_text, state_word
@@ -183,17 +182,9 @@ class ServersScreen(FindScreen):
                 "GPUS": sort_value(min(server.gpus, default=None)),
             }
             rows.append(FindRow(server.id, values, order))
-        found = self.finder.apply(rows)
-        fill_table(
-            table,
-            columns,
-            [(row.key, [row.cells[c] for c in columns]) for row in found],
-            self.finder.header,
+        self._shown_ids = self.fill_found(
+            table, columns, rows, keep.id if keep is not None else None, "servers"
         )
-        self._shown_ids = [row.key for row in found]
-        if keep is not None and keep.id in self._shown_ids:
-            table.move_cursor(row=self._shown_ids.index(keep.id))
-        self.show_count(len(found), len(servers), "servers")
         note = self.query_one("#folded", Static)
         note.set_class(bool(folded), "shown")
         note.update(folded_note(len(folded), self.fold_after_s, self.show_ended) if folded else "")
