@@ -12,8 +12,10 @@ from console.core.errors import (
     ServerStoppedByUser,
     StartCancelled,
 )
+from console.core.units import format_index_set
 from console.profiles.command import build_command
-from console.profiles.loader import ProfileCatalog
+from console.profiles.loader import LoadedProfile, ProfileCatalog
+from console.server import actions
 from console.server.actions import auth_headers, launch_interpreter
 from console.server.manager import ServerManager
 from console.server.status import ServerState
@@ -73,6 +75,9 @@ class ManagedControl:
                 loaded, layout, variant, port=self.port, demo=self.demo, gpus=self.gpus
             )
             plan = resolve(command, self.topology)
+            plan, moves = self._beside_others(loaded, layout, variant, plan)
+            for move in moves:
+                on_event(f"  {move}")
             record = self.manager.launch(plan, interpreter=launch_interpreter(plan))
         except ConsoleError as exc:
             raise ServerStartFailed(exc.message) from None
@@ -103,6 +108,45 @@ class ManagedControl:
                 self.manager.stop(record.id, grace=self.stop_grace_s, reason="not ready in time")
             raise ServerStartFailed(f"{record.id}: {reason}")
         return LaunchedServer(record.id, record.url, auth_headers(plan), plan.gpus, plan)
+
+    def _beside_others(
+        self, loaded: LoadedProfile, layout: str, variant: str, plan: Plan
+    ) -> tuple[Plan, list[str]]:
+        """The cell's plan moved off what other servers hold, as `ddconsole up` does: the
+        next free port unless the campaign set one; in demo mode (a simulated host) also
+        free GPUs of the same count unless the campaign set them. Says each move."""
+        moves: list[str] = []
+        port, gpus = None, None
+        held_port = None if self.port is not None else actions.port_held(self.manager, plan)
+        if held_port is not None:
+            port = actions.free_port_for(self.manager, plan)
+            if port is not None:
+                moves.append(f"{held_port}; using port {port}")
+        if self.demo and self.gpus is None:
+            statuses, _ = self.manager.statuses(probe=False, orphan_scan=False)
+            holders = {
+                g: s.id for s in statuses if not s.state.terminal for g in s.record.plan.gpus
+            }
+            if set(plan.gpus) & set(holders):
+                free = [g.index for g in self.topology.gpus if g.index not in holders]
+                if len(free) >= len(plan.gpus):
+                    gpus = tuple(free[: len(plan.gpus)])
+                    by = ", ".join(sorted({holders[g] for g in plan.gpus if g in holders}))
+                    moves.append(
+                        f"GPUs {format_index_set(plan.gpus)} are held by {by}; using GPUs "
+                        f"{format_index_set(gpus)}"
+                    )
+        if port is None and gpus is None:
+            return plan, moves
+        command = build_command(
+            loaded,
+            layout,
+            variant,
+            port=port if port is not None else plan.port,
+            demo=self.demo,
+            gpus=gpus if gpus is not None else tuple(plan.gpus),
+        )
+        return resolve(command, self.topology), moves
 
     def failure(self, server_id: str) -> str | None:
         status = self.manager.status(server_id, probe=False)
