@@ -34,7 +34,10 @@ def refuse_if_read_only(args: argparse.Namespace, handler: Callable[..., object]
             "is refused",
             hint="run it without --read-only",
         )
-    settings = load_settings()
+    try:
+        settings = load_settings()
+    except UsageError:
+        return  # the verb itself says what is wrong with the file where it reads it
     if settings.read_only:
         raise UsageError(
             f"read-only (read_only = true in {settings.path}): `ddconsole {verb}` starts, "
