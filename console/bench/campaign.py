@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import socket
 import threading
 import time
@@ -223,6 +224,14 @@ class CampaignRunner:
         self.stop = asyncio.Event()
         self.attempt = 1
         self._progress = Progress(cell=None, level=None, done=0, planned=0)
+        self._attempt_started = time.monotonic()
+        self._requests_planned: int | None = None
+        """Requests this attempt runs in all (None when a level is timed, not counted)."""
+        self._requests_finished = 0
+        """Requests of this attempt's ended levels."""
+        self._phase_written = 0.0
+        self._tracker: LevelTracker | None = None
+        """The running level's, while one runs."""
         self.stopped_from_outside: str | None = None
         self.every_level_failed = False
         """Every level run so far failed (no request finished): the run failed too."""
@@ -261,10 +270,22 @@ class CampaignRunner:
                 done.add(record.level)
         return done
 
+    def _run_eta(self) -> float | None:
+        """Real seconds left for the run: its elapsed time so far (launches included) times
+        the requests left over those finished, over this attempt; None before any."""
+        running = self._tracker.completed if self._tracker is not None else 0
+        done = self._requests_finished + running
+        if self._requests_planned is None or done <= 0:
+            return None
+        elapsed = time.monotonic() - self._attempt_started
+        return max(0.0, elapsed * (self._requests_planned - done) / done)
+
     def _write_progress(self) -> None:
         import json
 
-        self._progress = replace(self._progress, updated_wall=time.time())
+        self._progress = replace(
+            self._progress, updated_wall=time.time(), run_eta_s=self._run_eta()
+        )
         self.run.write_text("progress.json", json.dumps(self._progress.to_json()))
         if self.on_progress is not None:
             self.on_progress(self._progress)
@@ -292,6 +313,8 @@ class CampaignRunner:
         await self._stop_leftovers()
         for cell in self.cells:
             self._cell_meta(cell)
+        self._attempt_started = time.monotonic()
+        self._requests_planned = self._planned_requests()
         status = "done"
         try:
             for cell in self.cells:
@@ -329,6 +352,36 @@ class CampaignRunner:
                 )
                 await asyncio.to_thread(self.control.stop, entry.server_id)
 
+    def _planned_requests(self) -> int | None:
+        """The requests of every level this attempt still runs (None: a timed level)."""
+        total = 0
+        for cell in self.cells:
+            finished = self._finished_levels(cell)
+            for level in self.options.levels:
+                if level.index in finished:
+                    continue
+                if level.requests is None:
+                    return None
+                total += level.requests
+        return total
+
+    def _launch_event(self, cell: CellPlan, line: str) -> None:
+        """A launch milestone: said as an event, and (at most once a second) as the run's
+        phase in progress.json, so a front end shows what the run waits for."""
+        self.on_event(line)
+        now = time.monotonic()
+        if now - self._phase_written < 1.0:
+            return
+        self._phase_written = now
+        self._progress = Progress(
+            cell=cell.cell_id,
+            level=None,
+            done=0,
+            planned=0,
+            phase=_launch_phase(cell.cell_id, line),
+        )
+        self._write_progress()
+
     async def _run_cell(self, cell: CellPlan) -> None:
         finished = self._finished_levels(cell)
         pending = [lv for lv in self.options.levels if lv.index not in finished]
@@ -339,18 +392,24 @@ class CampaignRunner:
         started: ServerHandle | None = cell.fixed
         if started is None:
             assert self.control is not None
-            self.on_event(f"{cell.cell_id}: launching")
             # The start waits for ready in a thread (up to half an hour for a real model):
             # the runner's stop reaches it through a thread-safe event it polls each tick.
             cancel = threading.Event()
             relay = asyncio.create_task(self._relay_stop(cancel))
             try:
+                self._phase_written = 0.0
+                self._launch_event(cell, f"{cell.cell_id}: launching")
+                loop = asyncio.get_running_loop()
+
+                def said(line: str) -> None:  # from the start's thread, onto the loop
+                    loop.call_soon_threadsafe(self._launch_event, cell, line)
+
                 started = await asyncio.to_thread(
                     self.control.start,
                     cell.profile or "",
                     cell.layout or "",
                     cell.variant or "",
-                    self.on_event,
+                    said,
                     cancel.is_set,
                 )
             except StartCancelled as exc:
@@ -471,6 +530,7 @@ class CampaignRunner:
             levels=len(self.options.levels),
             time_scale=target.time_scale,
         )
+        self._tracker = tracker
         self._progress = tracker.progress()
         self._write_progress()
         self.on_event(f"{cell.cell_id}: level {level.index} ({level.label})")
@@ -515,6 +575,8 @@ class CampaignRunner:
                     task.cancel()
             await asyncio.gather(*(t for t in (ticker, watcher) if t), return_exceptions=True)
         self._progress = tracker.progress()
+        self._requests_finished += tracker.completed
+        self._tracker = None
         self._write_progress()
         errors = [r for r in outcome.results if r.error and r.error != CANCELLED]
         failure = None
@@ -617,3 +679,14 @@ def _level_line(cell_id: str, level: LevelSummary) -> str:
         f"{fmt(level.itl.p50, '.1f', 1000)} ms ({level.requests} requests"
         f"{errors})"
     )
+
+
+def _launch_phase(cell_id: str, line: str) -> str:
+    """`launching qwen3.6-27b-tp1-2: weights loaded (1.9 s)` from a launch event line."""
+    text = " ".join(line.split()).removeprefix(f"{cell_id}: ")
+    if text == "launching":
+        return text
+    found = re.match(r"^(\S+) ([0-9.]+)s (.+)$", text)
+    if found:
+        return f"launching {found[1]}: {found[3]} ({found[2]} s)"
+    return f"launching {text}"

@@ -111,6 +111,12 @@ class Progress:
     itl_p99_s: float | None = None
     live: LevelProgress | None = None
     """The level's running figures (`level_progress` in the file)."""
+    phase: str | None = None
+    """What the run does between levels: `launching ID: loading weights` while a cell's
+    server starts (None while a level runs)."""
+    run_eta_s: float | None = None
+    """Real seconds left for the whole run, at its pace so far (server launches included);
+    None until a request has finished."""
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -125,6 +131,8 @@ class Progress:
             "itl_p50_s": self.itl_p50_s,
             "itl_p99_s": self.itl_p99_s,
             "level_progress": None if self.live is None else self.live.to_json(),
+            "phase": self.phase,
+            "run_eta_s": self.run_eta_s,
         }
 
     @classmethod
@@ -152,6 +160,8 @@ class Progress:
             itl_p50_s=number("itl_p50_s"),
             itl_p99_s=number("itl_p99_s"),
             live=LevelProgress.from_json(data.get("level_progress")),
+            phase=None if data.get("phase") is None else str(data.get("phase"))[:200],
+            run_eta_s=number("run_eta_s"),
         )
 
 

@@ -99,13 +99,21 @@ def _runs_list(args: argparse.Namespace) -> int:
 
 def _status_text(row: RunRow) -> str:
     """`running: level 1 of 3, 8/16 requests, ETA 42 s` in a level; else the run's status."""
-    from console.cli.progress_line import eta_text
+    from console.cli.progress_line import eta_text, run_eta_text
 
-    live = row.level
-    if row.status != "running" or live is None:
+    live, progress = row.level, row.progress
+    if row.status != "running" or progress is None:
+        return row.status
+    if progress.phase is not None:
+        run = "" if progress.run_eta_s is None else f", run {eta_text(progress.run_eta_s)}"
+        return f"running: {progress.phase}{run}"
+    if live is None:
         return row.status
     done = f"{live.completed}/{live.total}" if live.total is not None else f"{live.completed}"
-    return f"running: level {live.index + 1} of {live.of}, {done} requests, {eta_text(live.eta_s)}"
+    return (
+        f"running: level {live.index + 1} of {live.of}, {done} requests, "
+        f"{eta_text(live.eta_s)}{run_eta_text(progress, live)}"
+    )
 
 
 def _runs_show(args: argparse.Namespace) -> int:

@@ -30,19 +30,28 @@ def eta_text(seconds: float | None) -> str:
     return f"ETA {hours}:{minutes:02d}:{secs:02d}" if hours else f"ETA {minutes}:{secs:02d}"
 
 
-def figures(live: LevelProgress) -> str:
-    """`8/16 requests, 1 error, 123.4 tok/s, ETA 42 s`."""
+def run_eta_text(progress: Progress, live: LevelProgress | None) -> str:
+    """` (run ETA 3:10)` when the run goes on after this level, else nothing."""
+    left = progress.run_eta_s
+    if left is None or (live is not None and live.eta_s is not None and left <= live.eta_s + 1):
+        return ""
+    return f" (run {eta_text(left)})"
+
+
+def figures(live: LevelProgress, progress: Progress | None = None) -> str:
+    """`8/16 requests, 1 error, 123.4 tok/s, ETA 42 s (run ETA 3:10)`."""
     done = f"{live.completed}/{live.total}" if live.total is not None else f"{live.completed}"
     errors = f", {live.errors} error{'s' if live.errors != 1 else ''}" if live.errors else ""
     tok_s = f"{live.output_tok_s:.1f} tok/s" if live.output_tok_s is not None else "- tok/s"
-    return f"{done} requests{errors}, {tok_s}, {eta_text(live.eta_s)}"
+    run = "" if progress is None else run_eta_text(progress, live)
+    return f"{done} requests{errors}, {tok_s}, {eta_text(live.eta_s)}{run}"
 
 
 def plain_line(progress: Progress, live: LevelProgress) -> str:
     """`CELL: level 1 (concurrency 4, 2 of 3): 8/16 requests, 123.4 tok/s, ETA 42 s`, the
     level numbered as the runner's own lines number it."""
     where = f"level {live.index} ({live.label}, {live.index + 1} of {live.of})"
-    return f"{progress.cell}: {where}: {figures(live)}"
+    return f"{progress.cell}: {where}: {figures(live, progress)}"
 
 
 def bar_line(progress: Progress, live: LevelProgress, width: int) -> str:
@@ -52,7 +61,9 @@ def bar_line(progress: Progress, live: LevelProgress, width: int) -> str:
         bar = "[" + "#" * filled + "-" * (BAR_CELLS - filled) + "] "
     else:
         bar = ""
-    text = f"{bar}L{live.index + 1}/{live.of} {live.label}: {figures(live)}  {progress.cell}"
+    text = (
+        f"{bar}L{live.index + 1}/{live.of} {live.label}: {figures(live, progress)}  {progress.cell}"
+    )
     return text[: max(10, width - 1)]
 
 

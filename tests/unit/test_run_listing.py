@@ -55,4 +55,6 @@ def test_a_running_runs_progress_says_when_it_was_updated(tmp_path: Path):
         "itl_p50_s": None,
         "itl_p99_s": None,
         "level_progress": None,
+        "phase": None,
+        "run_eta_s": None,
     }
