@@ -564,6 +564,8 @@ def _progress_text(progress: Progress | None, level: LevelProgress | None) -> st
     if not progress:
         return ""
     variant = (progress.cell or "").rsplit("/", 1)[-1]
+    if progress.phase is not None:
+        return f"{variant} {progress.phase}{_run_eta(progress)}"
     if level is None:
         return f"{variant} L{progress.level} {progress.done}/{progress.planned}"
     total = "?" if level.total is None else str(level.total)
@@ -574,7 +576,15 @@ def _progress_text(progress: Progress | None, level: LevelProgress | None) -> st
         parts.append(f"{level.errors} err")
     if level.eta_s is not None:
         parts.append(_eta(level))
-    return " ".join(parts)
+    return " ".join(parts) + _run_eta(progress, level)
+
+
+def _run_eta(progress: Progress, level: LevelProgress | None = None) -> str:
+    """` · run ETA 3m10s` when the run goes on after what runs now, else nothing."""
+    left = progress.run_eta_s
+    if left is None or (level is not None and level.eta_s is not None and left <= level.eta_s + 1):
+        return ""
+    return f" · run ETA {_seconds(left)}"
 
 
 def _now_line(progress: Progress | None, level: LevelProgress | None) -> str:
@@ -582,6 +592,8 @@ def _now_line(progress: Progress | None, level: LevelProgress | None) -> str:
     runner writes them."""
     if progress is None:
         return ""
+    if progress.phase is not None:
+        return f"now: {progress.cell} {progress.phase}{_run_eta(progress)}"
     if level is None:
         return (
             f"now: {progress.cell} level {progress.level}  "
@@ -592,5 +604,5 @@ def _now_line(progress: Progress | None, level: LevelProgress | None) -> str:
     return (
         f"now: {progress.cell} level {level.index + 1}/{level.of} ({level.label})  "
         f"{progress_bar(done, planned)} {_level_numbers(level)} · "
-        f"{format_duration(level.elapsed_s)} elapsed"
+        f"{format_duration(level.elapsed_s)} elapsed{_run_eta(progress, level)}"
     )
