@@ -533,7 +533,7 @@ class CampaignRunner:
         self._tracker = tracker
         self._progress = tracker.progress()
         self._write_progress()
-        self.on_event(f"{cell.cell_id}: level {level.index} ({level.label})")
+        self.on_event(f"{cell.cell_id}: level {level.index + 1} ({level.label})")
 
         watched = server if cell.fixed is None and self.control is not None else None
 
@@ -608,7 +608,7 @@ class CampaignRunner:
         )
         self.run.append("levels.jsonl", record.to_json())
         if outcome.flush_error:
-            self.on_event(f"{cell.cell_id}: level {level.index}: {outcome.flush_error}")
+            self.on_event(f"{cell.cell_id}: level {level.index + 1}: {outcome.flush_error}")
         summary = write_summaries(self.run)
         measured = [lv for c in summary.cells for lv in c.levels]
         self.every_level_failed = bool(measured) and all(lv.status == "failed" for lv in measured)
@@ -668,11 +668,11 @@ def _level_line(cell_id: str, level: LevelSummary) -> str:
     if level.status == "failed" or (level.status == "interrupted" and level.reason):
         # No throughput for a failed or cut-short level: why it ended instead.
         return (
-            f"{cell_id}: level {level.level} {level.status}: {level.reason or '?'}"
+            f"{cell_id}: level {level.level + 1} {level.status}: {level.reason or '?'}"
             f" ({level.requests} requests{errors})"
         )
     return (
-        f"{cell_id}: level {level.level} done: {fmt(level.output_tok_s, '.1f')}"
+        f"{cell_id}: level {level.level + 1} done: {fmt(level.output_tok_s, '.1f')}"
         f" tok/s, accept {fmt(level.accept_length, '.2f')}, step "
         f"{fmt(level.step_time_s, '.1f', 1000)} ms, TTFT p50 "
         f"{fmt(level.ttft.p50, '.0f', 1000)} ms, ITL p50 "

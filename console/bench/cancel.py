@@ -147,7 +147,7 @@ def stop_prompt(run_dir: Path) -> str:
     if cell in ids and len(ids) > 1:
         parts.append(f"cell {ids.index(cell) + 1}/{len(ids)}")
     if progress is not None and progress.level is not None:
-        parts.append(f"level {progress.level}, {progress.done}/{progress.planned} requests")
+        parts.append(f"level {progress.level + 1}, {progress.done}/{progress.planned} requests")
     server = progress.server if progress is not None else None
     if meta.kind == "campaign" and server:
         parts.append(f"launched server {server}")

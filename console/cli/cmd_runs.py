@@ -159,7 +159,7 @@ def _follow(run: RunDir, stream: TextIO) -> None:
                     continue
                 status, reason = judged.get((level.cell, level.level), (level.status, None))
                 why = f": {reason}" if status in ("failed", "interrupted") and reason else ""
-                printer.event(f"{level.cell}: level {level.level} {status}{why}")
+                printer.event(f"{level.cell}: level {level.level + 1} {status}{why}")
             seen = len(lines)
             if run.owner_alive() is None:
                 break

@@ -50,7 +50,7 @@ def figures(live: LevelProgress, progress: Progress | None = None) -> str:
 def plain_line(progress: Progress, live: LevelProgress) -> str:
     """`CELL: level 1 (concurrency 4, 2 of 3): 8/16 requests, 123.4 tok/s, ETA 42 s`, the
     level numbered as the runner's own lines number it."""
-    where = f"level {live.index} ({live.label}, {live.index + 1} of {live.of})"
+    where = f"level {live.index + 1} of {live.of} ({live.label})"
     return f"{progress.cell}: {where}: {figures(live, progress)}"
 
 

@@ -170,10 +170,10 @@ def failure_verdict(summary: RunSummary) -> tuple[str | None, bool]:
 
 def _level_name(index: int, concurrency: int | None, rate: float | None) -> str:
     if concurrency is not None:
-        return f"level {index} (concurrency {concurrency})"
+        return f"level {index + 1} (concurrency {concurrency})"
     if rate is not None:
-        return f"level {index} (rate {rate:g}/s)"
-    return f"level {index}"
+        return f"level {index + 1} (rate {rate:g}/s)"
+    return f"level {index + 1}"
 
 
 def report_detached(args: argparse.Namespace, detached: Detached) -> int:

@@ -330,7 +330,7 @@ def test_a_crash_mid_level_fails_the_cell_and_the_campaign_goes_on(
     assert result.returncode == 1, result.stderr[-3000:]
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("campaign failed: "), last
-    assert "level 0 (concurrency 4)" in last
+    assert "level 1 (concurrency 4)" in last
     summary = json.loads(result.stdout)
     crashed, healthy = summary["cells"]
     assert crashed["status"] == "failed"

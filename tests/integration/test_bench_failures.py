@@ -33,7 +33,7 @@ def test_bench_url_to_closed_port_exits_nonzero_with_connection_refused_last(
     assert done.returncode != 0, done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr
     last = (done.stdout + done.stderr).strip().splitlines()[-1]
-    assert last.startswith("bench failed: level 0 (concurrency 1): 4/4 requests failed")
+    assert last.startswith("bench failed: level 1 (concurrency 1): 4/4 requests failed")
     assert "connection refused" in last
     (summary_file,) = out.glob("*/summary.json")
     level = json.loads(summary_file.read_text())["cells"][0]["levels"][0]
@@ -45,14 +45,14 @@ def test_bench_url_to_closed_port_exits_nonzero_with_connection_refused_last(
     )
     # Followed to its end, the exit status says the run failed (as `bench` did).
     assert followed.returncode == 1, followed.stderr
-    assert "level 0 failed: connection refused" in followed.stdout
-    assert "level 0 done" not in followed.stdout
+    assert "level 1 failed: connection refused" in followed.stdout
+    assert "level 1 done" not in followed.stdout
     # With --json, stdout is the summary document alone; the level lines go to stderr.
     as_json = run_cli_subprocess(
         "runs", "show", summary_file.parent.name, "--follow", "--json", "--out", str(out)
     )
     assert json.loads(as_json.stdout)["status"] == "failed"
-    assert "level 0 failed: connection refused" in as_json.stderr
+    assert "level 1 failed: connection refused" in as_json.stderr
     # The run failed, and a level where no request finished measured nothing per step
     # (probe F9: it read VERIFY/STEP 1, ACCEPT/STEP 1.00, ACCEPT % 100%).
     assert json.loads((summary_file.parent / "run.json").read_text())["status"] == "failed"
@@ -80,7 +80,7 @@ def test_partial_failure_is_counted_with_its_most_common_error_but_passes() -> N
     )
     verdict, failed = failure_verdict(summary)
     assert not failed
-    assert verdict == "level 0 (concurrency 4): 3/16 requests failed (most: HTTP 500: boom)"
+    assert verdict == "level 1 (concurrency 4): 3/16 requests failed (most: HTTP 500: boom)"
 
 
 def _bench_all_failing(url: str, out: Path) -> tuple[int, str, dict]:
@@ -106,13 +106,13 @@ def test_bench_without_the_api_key_fails_with_http_401(tmp_path: Path) -> None:
     reason = 'HTTP 401: {"error":"Unauthorized"}'
     assert code == 1, text
     assert text.strip().splitlines()[-1] == (
-        f"bench failed: level 0 (concurrency 1): 4/4 requests failed: {reason}"
+        f"bench failed: level 1 (concurrency 1): 4/4 requests failed: {reason}"
     )
     assert level["status"] == "failed"
     assert level["reason"] == reason
     assert level["output_tok_s"] is None  # no throughput for a level that served nothing
     # The progress line and the printed table say why instead of a throughput.
-    assert f"level 0 failed: {reason} (0 requests, 4 errors)" in text
+    assert f"level 1 failed: {reason} (0 requests, 4 errors)" in text
     assert f"0 ok, 4 err; failed: {reason}" in text
 
 
@@ -123,7 +123,7 @@ def test_bench_against_http_500_fails_with_its_reason(tmp_path: Path) -> None:
         code, text, level = _bench_all_failing(sim.url, tmp_path / "runs")
     assert code == 1, text
     last = text.strip().splitlines()[-1]
-    assert last.startswith("bench failed: level 0 (concurrency 1): 4/4 requests failed: HTTP 500: ")
+    assert last.startswith("bench failed: level 1 (concurrency 1): 4/4 requests failed: HTTP 500: ")
     assert level["status"] == "failed"
     assert level["reason"].startswith("HTTP 500: ")
     assert "Internal server error" in level["reason"]

@@ -168,7 +168,7 @@ def test_stop_run_stops_a_benchmark_and_asks_first_on_a_tty(tmp_path: Path) -> N
 
     question = stop_prompt(run_dir)
     assert question.startswith("stop benchmark ")
-    assert "level 0, " in question
+    assert "level 1, " in question
 
     # On a terminal the question is asked; anything but y keeps the run going.
     declined = _on_tty(["--demo", "runs", "stop", run_id], answer="n\n")

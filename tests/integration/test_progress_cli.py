@@ -39,8 +39,8 @@ def test_a_terminal_gets_a_progress_bar_and_a_pipe_plain_lines(tmp_path: Path) -
         assert any("L2/2 concurrency 2: " in bar for bar in bars)
         assert any(" tok/s, ETA " in bar and "- tok/s" not in bar for bar in bars)
         # Taken away before the next line: the level's end line starts where the bar was.
-        assert re.search(r"\x1b\[K[^\r\n]*: level 0 done: ", shown), shown[-2000:]
-        assert "level 1 done" in shown
+        assert re.search(r"\x1b\[K[^\r\n]*: level 1 done: ", shown), shown[-2000:]
+        assert "level 2 done" in shown
 
         argv = ["--demo", "bench", "--url", sim.url, *BENCH, "--out", str(tmp_path / "b")]
         piped = subprocess.run(
@@ -57,4 +57,4 @@ def test_a_terminal_gets_a_progress_bar_and_a_pipe_plain_lines(tmp_path: Path) -
     # stdout stays one JSON document; the progress went to stderr.
     summary = json.loads(piped.stdout)
     assert [lv["requests"] for lv in summary["cells"][0]["levels"]] == [6, 6]
-    assert "level 1 done" in piped.stderr
+    assert "level 2 done" in piped.stderr

@@ -39,15 +39,15 @@ def test_plain_lines_come_at_most_every_ten_seconds_inside_a_level() -> None:
     printer.progress(live(8))  # 5 s after the last line: nothing
     lines = out.getvalue().splitlines()
     assert lines == [
-        "qwen/tp1/off: level 0 (concurrency 4, 1 of 3): 5/16 requests, 1 error, "
+        "qwen/tp1/off: level 1 of 3 (concurrency 4): 5/16 requests, 1 error, "
         "123.4 tok/s, ETA 1:15"
     ]
-    printer.event("qwen/tp1/off: level 0 done: ...")
+    printer.event("qwen/tp1/off: level 1 done: ...")
     clock[0] += 1
     printer.progress(live(1, index=1))  # a new level starts its own ten seconds
     clock[0] += 9
     printer.progress(live(2, index=1))
-    assert out.getvalue().splitlines()[-1] == "qwen/tp1/off: level 0 done: ..."
+    assert out.getvalue().splitlines()[-1] == "qwen/tp1/off: level 1 done: ..."
 
 
 def test_the_bar_is_cleared_before_an_event_and_at_the_end() -> None:
