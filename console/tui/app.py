@@ -390,20 +390,34 @@ class ConsoleApp(App[None]):
         return not self.backend.read_only or live_read_only(self.backend)
 
     def action_quit_console(self) -> None:
+        said = self.leaving_message()
+        self.exit(message=None if said is None else Text(said))
+
+    def leaving_message(self) -> str | None:
+        """What quitting leaves running (servers, runs) and the commands that reach them;
+        None when nothing is left (or this is a replay)."""
+        if self.backend.replay is not None or not self._live():
+            return None
         live = [s for s in self.backend.servers() if s.live]
-        if self.backend.replay is not None or not self._live() or not live:
-            self.exit()
-            return
-        names = ", ".join(s.id for s in live)
-        kind = "demo server(s)" if self.backend.demo else "server(s)"
-        self.exit(
-            message=Text(
-                f"ddconsole: {len(live)} {kind} keep running ({names}); campaigns started "
-                f"here keep running too. {self._cli('ps')} shows them, "
-                f"{self._cli('down --all')} stops them, {self._cli('runs stop RUN')} stops a "
-                "campaign."
+        running = [r.run_id for r in self.backend.runs() if r.status == "running"]
+        if not live and not running:
+            return None
+        said = []
+        if live:
+            kind = "demo server" if self.backend.demo else "server"
+            plural = "s keep" if len(live) > 1 else " keeps"
+            said.append(
+                f"{len(live)} {kind}{plural} running ({', '.join(s.id for s in live)}): "
+                f"{self._cli('ps')} shows them, {self._cli('down --all')} stops them."
             )
-        )
+        if running:
+            plural = "s keep" if len(running) > 1 else " keeps"
+            said.append(
+                f"{len(running)} run{plural} running ({', '.join(running)}): "
+                f"{self._cli('runs stop ' + running[0])} stops "
+                + ("it." if len(running) == 1 else "the first.")
+            )
+        return "ddconsole: " + " ".join(said)
 
 
 def _freeze_long_lived_objects() -> None:

@@ -94,6 +94,10 @@ async def test_x_stops_a_running_benchmark_from_its_row() -> None:
         )
         detail = static_text(app, "#levels-text")
         assert "now: qwen3.6-27b/tp1/off level 1/2 (concurrency 1)" in detail
+        # Quitting now would say the run goes on, and how to stop it.
+        leaving = app.leaving_message() or ""
+        assert f"run keeps running ({run_dir.name})" in leaving
+        assert f"`ddconsole runs stop {run_dir.name} --demo` stops it" in leaving
         asked = await stop_the_selected_run(pilot, app)
         assert "Stop benchmark" in asked
         assert "now: qwen3.6-27b/tp1/off level 1/2" in asked

@@ -203,7 +203,8 @@ async def test_a_failing_source_degrades_alone_and_quitting_says_servers_keep_ru
         assert "qwen3.6-27b-tp1-1" in app.screen.query_one("#gpus", Pane).text.plain
         await pilot.press("q")
     message = " ".join(capsys.readouterr().err.split())
-    assert "1 demo server(s) keep running (qwen3.6-27b-tp1-1)" in message
+    assert "1 demo server keeps running (qwen3.6-27b-tp1-1)" in message
+    assert "run" not in message.split("stops them.", 1)[1]  # no run was running: none named
     # Demo servers are found by the demo verbs only.
     assert "`ddconsole ps --demo`" in message
     assert "`ddconsole down --all --demo`" in message
