@@ -100,7 +100,7 @@ def _prune(args: argparse.Namespace) -> int:
                 status.reason or "",
             ]
         )
-    verb = "would remove" if args.dry_run else "removing"
+    verb = "removing" if args.yes else "would remove"  # until confirmed, nothing goes
     _say(args, f"{verb} {len(chosen)} stopped server{'s' if len(chosen) != 1 else ''}:")
     _say(args, table(["ID", "STATE", "ENDED", "LOGS", "REASON"], rows, indent="  "))
     results: list[PruneResult] = []

@@ -103,6 +103,7 @@ def test_ps_folds_and_prune_removes_only_ended_servers(fold_now: None):
         refused = dd("prune")
         assert refused.returncode == 2
         assert "confirm with --yes" in refused.stderr
+        assert "would remove 1 stopped server:" in refused.stdout  # not "removing"
         dry = dd("prune", "--dry-run", "--json")
         assert dry.returncode == 0
         assert [(r["id"], r["result"]) for r in json.loads(dry.stdout)] == [
