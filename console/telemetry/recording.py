@@ -252,35 +252,59 @@ class Frames(MutableSequence[Frame]):
         frames._closer = weakref.finalize(frames, os.close, fd)
         return frames
 
-    def _add(self, line: bytes, t: float, kind: str) -> str | None:
-        """Index one frame line; why the spool cannot take more, if it cannot."""
-        buffer = self._buffer
-        buffer += line
-        buffer += b"\n"
-        index = len(self._times)
-        self._offsets.append(self._offsets[-1] + len(line) + 1)
-        self._times.append(t)
-        reach = self._reach
-        reach.append(t if not index or t > reach[-1] else reach[-1])
-        code = self._codes.get(kind)
-        if code is None:
-            code = len(self._kind_names)
-            if code >= OTHER_KIND:
-                code = OTHER_KIND  # a file of hundreds of kinds: the rest are one "other"
-            else:
-                self._kind_names.append(kind)
-                self._codes[kind] = code
-                self._by_kind[kind] = array("q")
-        self._kinds.append(code)
-        if code != OTHER_KIND:
-            self._by_kind[kind].append(index)
-        if kind == "poll":
-            group = _poll_group(line)
-            where = self._poll_groups.get(group)
-            if where is None:
-                where = self._poll_groups[group] = array("q")
-            where.append(index)
-        return self._done() if len(buffer) >= SPOOL_WRITE else None
+    def _indexer(self) -> Callable[[bytes, float, bytes], str | None]:
+        """`add(line, t, kind)`: index one frame line (its kind as the file spells it);
+        returns why the spool cannot take more, if it cannot. Built once per file with its
+        arrays bound locally: indexing a million frames is this function a million times."""
+        buffer, offsets, times, reach = self._buffer, self._offsets, self._times, self._reach
+        kinds, codes, by_kind, groups = self._kinds, self._codes, self._by_kind, self._poll_groups
+        kind_names = self._kind_names
+        add_offset, add_time, add_reach, add_kind = (
+            offsets.append,
+            times.append,
+            reach.append,
+            kinds.append,
+        )
+        by_code: dict[bytes, tuple[int, array[int] | None]] = {}
+        latest = [-math.inf]  # the latest time so far
+        count = [0]
+
+        def add(line: bytes, t: float, kind: bytes) -> str | None:
+            buffer.extend(line)
+            buffer.append(10)
+            index = count[0]
+            count[0] = index + 1
+            add_offset(offsets[-1] + len(line) + 1)
+            add_time(t)
+            if t > latest[0]:
+                latest[0] = t
+            add_reach(latest[0])
+            known = by_code.get(kind)
+            if known is None:
+                name = kind.decode()
+                code = codes.get(name)
+                if code is None:
+                    code = len(kind_names)
+                    if code >= OTHER_KIND:
+                        code = OTHER_KIND  # a file of hundreds of kinds: the rest are one "other"
+                    else:
+                        kind_names.append(name)
+                        codes[name] = code
+                        by_kind[name] = array("q")
+                known = by_code[kind] = (code, by_kind.get(name) if code != OTHER_KIND else None)
+            code, positions = known
+            add_kind(code)
+            if positions is not None:
+                positions.append(index)
+            if kind == b"poll":
+                group = _poll_group(line)
+                where = groups.get(group)
+                if where is None:
+                    where = groups[group] = array("q")
+                where.append(index)
+            return self._done() if len(buffer) >= SPOOL_WRITE else None
+
+        return add
 
     def _write(self) -> None:
         assert self._fd is not None
@@ -908,31 +932,34 @@ def read_recording(path: Path) -> Recording:
         ) from None
     recording = Recording(path, head, frames)
     t_last = 0.0
+    add, head_match, isfinite = frames._indexer(), _FRAME_HEAD.match, math.isfinite
+    count = 0
     try:
         for line, why in lines:
             if why is not None:
                 recording.damage = why
                 break
-            match = _FRAME_HEAD.match(line)
+            match = head_match(line)
             try:
                 if match is not None:
-                    t, kind = float(match[1]), match[2].decode()
-                    if not math.isfinite(t):
+                    t, kind = float(match[1]), match[2]
+                    if not isfinite(t):
                         raise ValueError(t)
                 else:
                     frame = _parse_frame(line)
-                    t, kind = frame.t, frame.kind
+                    t, kind = frame.t, frame.kind.encode()
                     # Stored as the writer writes it, so that reading it back is one parse.
                     line = json.dumps(frame.data, separators=(",", ":")).encode()
             except (ValueError, KeyError, TypeError, RecursionError):
                 recording.damage = f"unreadable frame after t={t_last:.1f} s"
                 break
-            problem = frames._add(line, t, kind)
+            problem = add(line, t, kind)
             if problem is not None:
                 recording.damage = problem
                 break
             t_last = t
-            if len(frames) >= MAX_FRAMES:
+            count += 1
+            if count >= MAX_FRAMES:
                 recording.damage = f"more than {MAX_FRAMES:,} frames; replaying the first ones"
                 break
     except OSError as exc:
