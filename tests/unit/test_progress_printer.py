@@ -39,8 +39,7 @@ def test_plain_lines_come_at_most_every_ten_seconds_inside_a_level() -> None:
     printer.progress(live(8))  # 5 s after the last line: nothing
     lines = out.getvalue().splitlines()
     assert lines == [
-        "qwen/tp1/off: level 1 of 3 (concurrency 4): 5/16 requests, 1 error, "
-        "123.4 tok/s, ETA 1:15"
+        "qwen/tp1/off: level 1 of 3 (concurrency 4): 5/16 requests, 1 error, 123.4 tok/s, ETA 1:15"
     ]
     printer.event("qwen/tp1/off: level 1 done: ...")
     clock[0] += 1
