@@ -98,11 +98,10 @@ def _fmt(value: Any, spec: str, scale: float = 1.0, suffix: str = "") -> str:
 
 def _print_reading(data: dict[str, Any]) -> None:  # a metrics reading's JSON, not run data
     from console.core.units import format_bytes, format_rate_bytes
+    from console.telemetry.reading import latency_pair, latency_scope
 
     gpus = data["gpus"]
     if gpus:
-        from console.telemetry.reading import latency_pair, latency_scope
-
         rows = []
         for gpu in gpus:
             if "util_pct" not in gpu:
@@ -249,11 +248,11 @@ async def _watch(monitor: Monitor, args: argparse.Namespace) -> int:
 
 
 def _line(data: dict[str, Any]) -> str:  # a metrics reading's JSON, not run data
+    from console.telemetry.reading import latency_pair
+
     parts = [time.strftime("%H:%M:%S")]
     utils = [g["util_pct"] for g in data["gpus"] if g.get("util_pct") is not None]
     if utils:
-        from console.telemetry.reading import latency_pair
-
         parts.append(f"gpu util {sum(utils) / len(utils):.0f}% avg, max {max(utils):.0f}%")
     host = data["host"]
     if host:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import pty
-import select
 import subprocess
 import sys
 import time
@@ -18,6 +16,7 @@ import pytest
 from console.core.net import free_port
 from console.core.paths import StatePaths
 from tests.conftest import REPO
+from tests.ptyrun import run_on_pty
 
 
 def dd(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
@@ -36,40 +35,7 @@ def dd(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
 def on_a_terminal(args: list[str], answer: str, timeout: float = 60) -> tuple[int, str]:
     """Run `ddconsole ARGS --demo` with a terminal for stdin/stdout; type `answer` once it
     asks [y/N]. Returns the exit status and everything it printed."""
-    leader, follower = pty.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "console", *args, "--demo"],
-        stdin=follower,
-        stdout=follower,
-        stderr=follower,
-        cwd=REPO,
-        close_fds=True,
-    )
-    os.close(follower)
-    seen = b""
-    answered = False
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([leader], [], [], 0.2)
-            if ready:
-                try:
-                    chunk = os.read(leader, 4096)
-                except OSError:  # the child closed the terminal
-                    break
-                if not chunk:
-                    break
-                seen += chunk
-            if not answered and b"[y/N]" in seen:
-                os.write(leader, answer.encode() + b"\n")
-                answered = True
-            if proc.poll() is not None and not ready:
-                break
-        return proc.wait(timeout=10), seen.decode(errors="replace")
-    finally:
-        os.close(leader)
-        if proc.poll() is None:
-            proc.kill()
+    return run_on_pty([*args, "--demo"], answer=answer + "\n", timeout=timeout)
 
 
 @pytest.fixture
