@@ -331,7 +331,8 @@ class CampaignRunner:
             status = "interrupted"
             raise
         finally:
-            self.run.release()
+            # The status is written while the run is still owned: a reader never sees a
+            # `running` run without its owner (which reads as interrupted).
             try:
                 self.run.update_meta(
                     lambda meta: replace(meta, status=status, ended_wall=time.time())
@@ -339,6 +340,8 @@ class CampaignRunner:
                 write_summaries(self.run)
             except RunWriteError:
                 pass
+            finally:
+                self.run.release()
         return status
 
     async def _stop_leftovers(self) -> None:

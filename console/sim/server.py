@@ -731,11 +731,13 @@ class SimServer:
                 await asyncio.sleep(0.01)
             self.log_uvicorn_started()
             loop = asyncio.get_running_loop()
+            # Ctrl-C is uvicorn's graceful stop from the moment it serves (sglang 0.5.23
+            # srt/entrypoints/http_server.py:2827 mirrors uvicorn), warm-up included.
+            loop.add_signal_handler(signal.SIGINT, self.stopping.set)
             await self.warmup(state)
             loop.add_signal_handler(
                 signal.SIGTERM, lambda: asyncio.ensure_future(self.drain(state))
             )
-            loop.add_signal_handler(signal.SIGINT, self.stopping.set)
             # Startup objects never die: keep them out of every later collection.
             gc.freeze()
             state.status = Status.UP
