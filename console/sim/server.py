@@ -731,8 +731,9 @@ class SimServer:
                 await asyncio.sleep(0.01)
             self.log_uvicorn_started()
             loop = asyncio.get_running_loop()
-            # Ctrl-C is uvicorn's graceful stop from the moment it serves (sglang 0.5.23
-            # srt/entrypoints/http_server.py:2827 mirrors uvicorn), warm-up included.
+            # Ctrl-C is the server's graceful stop from the moment it serves: SGLang warms up
+            # on a thread beside the serving uvicorn (sglang 0.5.23
+            # srt/entrypoints/http_server.py:450-454), whose handlers are already in place.
             loop.add_signal_handler(signal.SIGINT, self.stopping.set)
             await self.warmup(state)
             loop.add_signal_handler(

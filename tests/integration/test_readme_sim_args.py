@@ -1,5 +1,7 @@
 """`ddconsole sim` takes SGLang's arguments as the README writes them: the README's own line
-(read from README.md), on a free port, serves the model it names and stops on Ctrl-C."""
+(read from README.md), on a free port, serves the model it names and stops on Ctrl-C with
+status 0, also when the Ctrl-C comes during warm-up: SGLang warms up on a thread beside the
+already-serving HTTP server (sglang 0.5.23 srt/entrypoints/http_server.py:450-454)."""
 
 from __future__ import annotations
 

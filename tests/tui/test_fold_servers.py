@@ -6,9 +6,6 @@ nothing (it shows its servers as recorded)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -21,23 +18,10 @@ from console.tui.app import ConsoleApp
 from console.tui.fold import age_text, ended_wall, folded_note, split_folded
 from console.tui.screens.logs import LogsScreen
 from console.tui.views import ServerView
-from tests.conftest import REPO
+from tests.integration.test_prune_servers import dd
 from tests.tui.conftest import settle, until
 from tests.tui.scene import A, B, C, SceneBackend
 from tests.tui.test_filter_tables import row_keys
-
-
-def dd(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "console", *args, "--demo"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "DDCONSOLE_SIM_SPEED": "20"},
-        stdin=subprocess.DEVNULL,
-        timeout=timeout,
-        cwd=REPO,
-        check=False,
-    )
 
 
 @pytest.fixture
