@@ -182,12 +182,20 @@ def child(path: str) -> None:
     from console.tui.replay import ReplayBackend
 
     started = time.perf_counter()
-    recording = read_recording(Path(path))
-    indexed = time.perf_counter() - started
+    recording = read_recording(Path(path), background=True)
+    opened = time.perf_counter() - started
     with tempfile.TemporaryDirectory() as runs:
         backend = ReplayBackend(recording, runs_root=Path(runs), position_s=0.0, playing=False)
         first = time.perf_counter() - started
         assert backend.store.latest_all(), "no frame applied at the first screen"
+        time.sleep(1.0)
+        while_indexing = recording.indexing
+        before, before_cpu = time.perf_counter(), time.process_time()
+        backend.seek(recording.duration_s / 2)  # half of what is indexed so far
+        seek_indexing = time.perf_counter() - before
+        seek_indexing_cpu = time.process_time() - before_cpu
+        recording.wait_indexed()
+        indexed = time.perf_counter() - started
         seeks: dict[str, float] = {}
         targets = (
             ("end", recording.duration_s),
@@ -214,8 +222,12 @@ def child(path: str) -> None:
     print(
         json.dumps(
             {
+                "opened_s": opened,
                 "indexed_s": indexed,
                 "first_s": first,
+                "seek_indexing_s": seek_indexing,
+                "seek_indexing_cpu_s": seek_indexing_cpu,
+                "measured_while_indexing": while_indexing,
                 "seeks": seeks,
                 "seeks_cpu": cpu,
                 "rss_mib": rss_kib / 1024,
@@ -262,7 +274,7 @@ def main() -> None:
             sys.exit(f"replay child failed: {out.stderr.strip()}")
         got = json.loads(out.stdout)
     seeks = got["seeks"]
-    worst_seek = max(seeks.values())
+    worst_seek = max(*seeks.values(), got["seek_indexing_s"])
     held = (
         got["first_s"] <= BUDGET_FIRST_S
         and got["rss_mib"] <= BUDGET_RSS_MIB
@@ -280,11 +292,20 @@ def main() -> None:
         f"{got['duration_s'] / 3600:.0f} h. Replayed in a child process as "
         f"`replay --at 0 --paused` does. {os.cpu_count()} CPUs.\n\n"
         "| what | measured | budget |\n| --- | --- | --- |\n"
-        f"| open (decompress + index into a temp spool) | {got['indexed_s']:.1f} s | |\n"
-        f"| first frame (open + replay at 0) | {got['first_s']:.1f} s | {BUDGET_FIRST_S} s |\n"
+        f"| open (header + first frames indexed) | {got['opened_s']:.2f} s | |\n"
+        f"| first frame (open + replay at 0) | {got['first_s']:.2f} s | {BUDGET_FIRST_S} s |\n"
+        f"| seek while the rest is indexed in the background"
+        f"{'' if got['measured_while_indexing'] else ' (indexing had ended)'} "
+        f"| {got['seek_indexing_s']:.2f} s ({got['seek_indexing_cpu_s']:.2f} s CPU) "
+        f"| {BUDGET_SEEK_S} s |\n"
+        f"| whole file indexed (decompress + index into a temp spool, in the background) "
+        f"| {got['indexed_s']:.1f} s | |\n"
         + rows
         + f"| peak RSS of the replaying process | {got['rss_mib']:.0f} MiB "
         f"| {BUDGET_RSS_MIB:.0f} MiB |\n\n"
+        "The replay opens once the header and the first frames are indexed; the rest is\n"
+        "indexed on a background thread (the top bar shows `indexing N%`, the duration grows,\n"
+        "a `--at` past what is indexed is followed until it is reached).\n"
         "A seek rebuilds the store from each source's last polls before the position (as much\n"
         "history as the dashboard's chart window shows: 300 s by default, up to 1800 s) and\n"
         "the latest server/run lists, found through an index of frame offsets: no replay\n"

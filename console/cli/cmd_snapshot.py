@@ -113,7 +113,10 @@ def _formats(text: str) -> tuple[list[str], bool]:
     return wanted, text != ",".join(FORMATS)
 
 
-def load_recording(path_text: str) -> Any:
+def load_recording(path_text: str, *, background: bool = False) -> Any:
+    """A recording file, or a run folder's telemetry as a recording. With `background`, a
+    recording file returns once its first frames are readable and indexes on (a replay
+    opens at once, whatever the file's size)."""
     from console.telemetry.recording import read_recording
     from console.telemetry.run_telemetry import (
         has_telemetry,
@@ -130,7 +133,7 @@ def load_recording(path_text: str) -> Any:
         return _with_the_run(recording_from_run(path), folder)
     if not path.exists():
         raise UsageError(f"{path}: no such file")
-    return read_recording(path)
+    return read_recording(path, background=background)
 
 
 def _with_the_run(recording: Any, folder: Path) -> Any:
@@ -482,8 +485,9 @@ def _replay(args: argparse.Namespace) -> int:
     from console.tui.app import ConsoleApp
     from console.tui.replay import ReplayBackend
 
-    recording = load_recording(args.file)
-    if not 0 <= args.at <= recording.duration_s + 1e-6:
+    recording = load_recording(args.file, background=True)
+    # While it is indexed, a later --at is followed, and checked once indexing ends.
+    if not recording.indexing and not 0 <= args.at <= recording.duration_s + 1e-6:
         raise UsageError(
             f"--at {args.at:g}: the recording covers 0 to {recording.duration_s:.1f} s"
         )
@@ -501,7 +505,10 @@ def _replay(args: argparse.Namespace) -> int:
         speed=args.speed,
     )
     app = ConsoleApp(backend, warm_up=True)
-    app.run()
+    try:
+        app.run()
+    finally:
+        recording.close()  # stops a background indexing, deletes the spool
     if recording.damage:
         print(f"ddconsole: {backend.message}", file=sys.stderr)
     return app.return_code or 0

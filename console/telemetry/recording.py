@@ -34,7 +34,7 @@ import weakref
 import zlib
 from array import array
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, MutableSequence, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, MutableSequence, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any, overload
@@ -237,6 +237,14 @@ class Frames(MutableSequence[Frame]):
         """The positions of each source's poll frames."""
         self._cache: OrderedDict[int, Frame] = OrderedDict()
         self._lock = threading.Lock()
+        self._ready = 0
+        """Spooled frames a reader may use: indexed and written to the spool. Indexing on a
+        background thread appends past it; readers never look beyond it."""
+        self._published = threading.Event()
+        """Set when frames were first published, or indexing ended."""
+        self._stopping = False
+        """close() was called: a background indexing stops at its next spool write."""
+        self._indexer_thread: threading.Thread | None = None
 
     # -- building a spooled sequence (read_recording) -------------------------------------
 
@@ -307,6 +315,9 @@ class Frames(MutableSequence[Frame]):
         return add
 
     def _write(self) -> None:
+        """Write the buffered lines to the spool and publish their frames to readers."""
+        if self._stopping:
+            raise OSError(0, "closed while indexing")
         assert self._fd is not None
         view = memoryview(self._buffer)
         while view:
@@ -315,6 +326,8 @@ class Frames(MutableSequence[Frame]):
             view = view[done:]
         view.release()
         self._buffer.clear()
+        self._ready = len(self._times)
+        self._published.set()
 
     def _done(self) -> str | None:
         """Indexing ended: everything indexed is readable (what is not, when the spool
@@ -329,6 +342,7 @@ class Frames(MutableSequence[Frame]):
         else:
             return None
         keep = bisect.bisect_right(self._offsets, self._written) - 1
+        self._ready = min(self._ready, keep)
         del self._offsets[keep + 1 :], self._times[keep:], self._reach[keep:], self._kinds[keep:]
         for where in (*self._by_kind.values(), *self._poll_groups.values()):
             del where[bisect.bisect_left(where, keep) :]
@@ -338,8 +352,20 @@ class Frames(MutableSequence[Frame]):
     def is_spooled(self) -> bool:
         return self._list is None
 
+    @property
+    def indexing(self) -> bool:
+        """Frames are still being indexed on a background thread (more will appear)."""
+        thread = self._indexer_thread
+        return thread is not None and thread.is_alive()
+
     def close(self) -> None:
-        """Delete the spool (a spooled sequence is empty afterwards)."""
+        """Delete the spool (a spooled sequence is empty afterwards); a background indexing
+        is stopped first."""
+        thread = self._indexer_thread
+        if thread is not None:
+            self._stopping = True
+            thread.join()
+            self._indexer_thread = None
         if self._closer is not None:
             self._closer()
             self._fd, self._closer = None, None
@@ -349,11 +375,12 @@ class Frames(MutableSequence[Frame]):
             self._codes = {}
             self._poll_groups = {}
             self._cache.clear()
+            self._ready = 0
 
     # -- reading -------------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return len(self._list) if self._list is not None else len(self._times)
+        return len(self._list) if self._list is not None else self._ready
 
     def _load(self, index: int) -> Frame:
         with self._lock:  # a replay's seek reads on a worker thread while playback reads
@@ -419,7 +446,11 @@ class Frames(MutableSequence[Frame]):
         """The positions of every frame of one kind, in order."""
         if self._list is not None:
             return [i for i, frame in enumerate(self._list) if frame.kind == kind]
-        return self._by_kind.get(kind, array("q"))
+        where = self._by_kind.get(kind, array("q"))
+        if not self.indexing:
+            return where
+        ready = self._ready  # positions past it are being indexed: left out
+        return where[: bisect.bisect_left(where, ready)]
 
     def last_polls(self, end: int, per_source: int) -> list[int]:
         """The positions, in order, of each source's last `per_source` poll frames among
@@ -432,7 +463,8 @@ class Frames(MutableSequence[Frame]):
             chosen = [g[max(0, len(g) - per_source) :] for g in groups.values()]
         else:
             chosen = []
-            for where in self._poll_groups.values():
+            end = min(end, self._ready)
+            for where in list(self._poll_groups.values()):
                 count = bisect.bisect_left(where, end)
                 chosen.append(list(where[max(0, count - per_source) : count]))
         return sorted(i for part in chosen for i in part)
@@ -445,7 +477,7 @@ class Frames(MutableSequence[Frame]):
                 if frame.t > position_s + 1e-9:
                     return i
             return len(self._list)
-        return bisect.bisect_right(self._reach, position_s + 1e-9)
+        return min(bisect.bisect_right(self._reach, position_s + 1e-9), self._ready)
 
     # -- changing (in memory) ------------------------------------------------------------
 
@@ -489,9 +521,13 @@ class Recording:
     header: dict[str, Any]
     frames: Frames = field(default_factory=Frames)
     damage: str | None = None
+    """Why reading stopped before the end of the file (truncated, corrupted), if it did."""
+    size_bytes: int = 0
+    """The file's size when it was opened (0: built in memory)."""
+    read_bytes: list[int] = field(default_factory=lambda: [0])
+    """How much of the file indexing has read (one number, shared with the reader)."""
     _field_names: dict[str, list[str]] | None = field(default=None, init=False, repr=False)
     """The header's field lists, read once (a replay decodes thousands of frames a seek)."""
-    """Why reading stopped before the end of the file (truncated, corrupted), if it did."""
 
     def __post_init__(self) -> None:
         self.frames = _frames(self.frames)
@@ -499,6 +535,26 @@ class Recording:
     def close(self) -> None:
         """Delete a read recording's spool (its frames are gone afterwards)."""
         self.frames.close()
+
+    @property
+    def indexing(self) -> bool:
+        """Opened with `background=True` and still indexing: frames, the duration and the
+        damage note can still grow."""
+        return self.frames.indexing
+
+    @property
+    def indexed_fraction(self) -> float:
+        """How much of the file was read so far (1.0 when indexing is over)."""
+        if not self.indexing or not self.size_bytes:
+            return 1.0
+        return min(1.0, self.read_bytes[0] / self.size_bytes)
+
+    def wait_indexed(self, timeout: float | None = None) -> bool:
+        """Wait for a background indexing to end; False if it is still running."""
+        thread = self.frames._indexer_thread
+        if thread is not None:
+            thread.join(timeout)
+        return not self.indexing
 
     @property
     def t0(self) -> float:
@@ -564,6 +620,9 @@ class SeriesReader:
         self._names = {k: list(v) for k, v in recording.header["fields"].items()}
         self._plans: dict[str, _SeriesPlan] = {}
         self._sources: dict[str, SourceId] = {}
+        self._keyed: dict[tuple[str, str], list[tuple[str, int, str | None]]] = {}
+        """Per sample kind and source: each charted field's store key, its place in the
+        values and, for a latency, its name (built once: the text is most of a point's cost)."""
         self._latest: dict[str, tuple[str, list[Any]]] = {}
         self._statuses: dict[str, list[Any]] = {}
 
@@ -585,20 +644,32 @@ class SeriesReader:
         t0 = self.recording.t0
         out: list[tuple[str, float, float | None]] = []
         latest: list[tuple[str, str, list[Any]]] = []
+        keyed = self._keyed
         for kind, values in frame.data["s"]:
             plan = self._plan(kind)
             if len(values) != len(self._names[kind]):
                 raise ValueError("a sample of another shape")
-            source = self._source(str(values[plan.source_at]))
+            source_text = str(values[plan.source_at])
+            source = self._source(source_text)
             t = t0 + float(values[plan.t_at])
-            bounds = () if plan.bounds_at is None else values[plan.bounds_at] or ()
-            for name, at in plan.series:
+            columns = keyed.get((kind, source_text))
+            if columns is None:
+                columns = keyed[kind, source_text] = [
+                    (source.series(name), at, name if name in plan.latency else None)
+                    for name, at in plan.series
+                ]
+            bounds = None
+            for key, at, latency in columns:
                 value = values[at]
-                if not isinstance(value, int | float) or isinstance(value, bool):
-                    continue
-                if name in plan.latency and not _resolves(name, value, bounds):
-                    continue  # a bucket-wide percentile is no point on a chart
-                out.append((source.series(name), t, float(value)))
+                kind_of_value = type(value)
+                if kind_of_value is not float and kind_of_value is not int:
+                    continue  # None, a bool, or damage
+                if latency is not None:
+                    if bounds is None:
+                        bounds = () if plan.bounds_at is None else values[plan.bounds_at] or ()
+                    if not _resolves(latency, value, bounds):
+                        continue  # a bucket-wide percentile is no point on a chart
+                out.append((key, t, float(value)))
             if plan.numa_at is not None:
                 for node, cpu_pct, _cpus in values[plan.numa_at]:
                     out.append((source.series(f"numa.{int(node)}.cpu_pct"), t, cpu_pct))
@@ -787,8 +858,9 @@ READ_CHUNK = 1 << 14
 """Compressed bytes fed to the decompressor at a time (deflate expands at most ~1000x)."""
 
 
-def _lines(path: Path) -> Iterator[tuple[bytes, str | None]]:
-    """Complete lines of a gzip file; the last item carries why reading stopped early."""
+def _lines(path: Path, progress: list[int]) -> Generator[tuple[bytes, str | None], None, None]:
+    """Complete lines of a gzip file; the last item carries why reading stopped early.
+    `progress[0]` follows the compressed bytes read."""
     decompressor = zlib.decompressobj(wbits=31)
     pending = b""
     offset = 0
@@ -816,6 +888,7 @@ def _lines(path: Path) -> Iterator[tuple[bytes, str | None]]:
                         damage = f"corrupted data near byte {offset + start} ({exc})"
                         break
             expanded += len(data)
+            progress[0] = offset
             if len(pending) + len(data) > MAX_LINE_BYTES and b"\n" not in data:
                 damage = f"a line longer than {MAX_LINE_BYTES >> 20} MiB near byte {offset}"
                 break
@@ -891,10 +964,72 @@ def header_problem(head: dict[str, Any]) -> str | None:
     return None
 
 
-def read_recording(path: Path) -> Recording:
-    """Every readable frame of a recording; `damage` says why it stopped short, if it did."""
+def _index(recording: Recording, lines: Generator[tuple[bytes, str | None], None, None]) -> None:
+    """Index every frame line into the recording's spool; `damage` says why it stopped
+    short, if it did. Runs on the caller's thread or on a background one."""
+    frames = recording.frames
+    t_last = 0.0
+    add, head_match, isfinite = frames._indexer(), _FRAME_HEAD.match, math.isfinite
+    count = 0
+    damage: str | None = None
     try:
-        lines = _lines(path)
+        for line, why in lines:
+            if why is not None:
+                damage = why
+                break
+            match = head_match(line)
+            try:
+                if match is not None:
+                    t, kind = float(match[1]), match[2]
+                    if not isfinite(t):
+                        raise ValueError(t)
+                else:
+                    frame = _parse_frame(line)
+                    t, kind = frame.t, frame.kind.encode()
+                    # Stored as the writer writes it, so that reading it back is one parse.
+                    line = json.dumps(frame.data, separators=(",", ":")).encode()
+            except (ValueError, KeyError, TypeError, RecursionError):
+                damage = f"unreadable frame after t={t_last:.1f} s"
+                break
+            problem = add(line, t, kind)
+            if problem is not None:
+                damage = problem
+                break
+            t_last = t
+            count += 1
+            if count >= MAX_FRAMES:
+                damage = f"more than {MAX_FRAMES:,} frames; replaying the first ones"
+                break
+    except OSError as exc:
+        damage = f"read error ({exc.strerror or exc})"
+    finally:
+        lines.close()
+    if frames._stopping:
+        return  # closed while indexing: nothing is wrong with the file
+    problem = frames._done()
+    recording.damage = damage or problem
+
+
+def _index_in_background(
+    recording: Recording, lines: Generator[tuple[bytes, str | None], None, None]
+) -> None:
+    """`_index` on its own thread: whatever stops it early is the recording's damage, and
+    the opener waiting for the first frames is always released."""
+    try:
+        _index(recording, lines)
+    except Exception as exc:  # a thread's failure would otherwise vanish with it
+        recording.damage = recording.damage or f"indexing failed ({type(exc).__name__}: {exc})"
+    finally:
+        recording.frames._published.set()
+
+
+def read_recording(path: Path, *, background: bool = False) -> Recording:
+    """Every readable frame of a recording; `damage` says why it stopped short, if it did.
+    With `background`, it returns once the first frames are readable and indexes the rest
+    on a thread: `frames`, `duration_s` and `damage` grow until `indexing` is False."""
+    progress = [0]
+    try:
+        lines = _lines(path, progress)
         first, damage = next(lines, (b"", "empty file"))
     except OSError as exc:
         raise RecordingError(f"{path}: cannot read ({exc.strerror or exc})") from None
@@ -930,43 +1065,21 @@ def read_recording(path: Path) -> Recording:
             f"({exc.strerror or exc})",
             hint="set TMPDIR to a writable folder with space",
         ) from None
-    recording = Recording(path, head, frames)
-    t_last = 0.0
-    add, head_match, isfinite = frames._indexer(), _FRAME_HEAD.match, math.isfinite
-    count = 0
-    try:
-        for line, why in lines:
-            if why is not None:
-                recording.damage = why
-                break
-            match = head_match(line)
-            try:
-                if match is not None:
-                    t, kind = float(match[1]), match[2]
-                    if not isfinite(t):
-                        raise ValueError(t)
-                else:
-                    frame = _parse_frame(line)
-                    t, kind = frame.t, frame.kind.encode()
-                    # Stored as the writer writes it, so that reading it back is one parse.
-                    line = json.dumps(frame.data, separators=(",", ":")).encode()
-            except (ValueError, KeyError, TypeError, RecursionError):
-                recording.damage = f"unreadable frame after t={t_last:.1f} s"
-                break
-            problem = add(line, t, kind)
-            if problem is not None:
-                recording.damage = problem
-                break
-            t_last = t
-            count += 1
-            if count >= MAX_FRAMES:
-                recording.damage = f"more than {MAX_FRAMES:,} frames; replaying the first ones"
-                break
-    except OSError as exc:
-        recording.damage = f"read error ({exc.strerror or exc})"
-    problem = frames._done()
-    if problem is not None:
-        recording.damage = recording.damage or problem
+    recording = Recording(path, head, frames, read_bytes=progress)
+    with contextlib.suppress(OSError):
+        recording.size_bytes = path.stat().st_size
+    if not background:
+        _index(recording, lines)
+        return recording
+    thread = threading.Thread(
+        target=_index_in_background,
+        args=(recording, lines),
+        name="ddconsole-replay-index",
+        daemon=True,
+    )
+    frames._indexer_thread = thread
+    thread.start()
+    frames._published.wait()  # the first frames (or the end of a small file)
     return recording
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from console.telemetry.keys import SourceId
@@ -52,6 +53,22 @@ class Ring:
         self._head = head + 1 if head + 1 < capacity else 0
         if self._size < capacity:
             self._size += 1
+
+    def extend(self, times: Sequence[float], values: Sequence[float]) -> None:
+        """Append many points at once (only the last `capacity` of them stay)."""
+        capacity = len(self.times)
+        if len(times) > capacity:
+            times, values = times[-capacity:], values[-capacity:]
+        count, head = len(times), self._head
+        first = min(count, capacity - head)
+        self.times[head : head + first] = array("d", times[:first])
+        self.values[head : head + first] = array("d", values[:first])
+        rest = count - first
+        if rest:
+            self.times[:rest] = array("d", times[first:])
+            self.values[:rest] = array("d", values[first:])
+        self._head = (head + count) % capacity
+        self._size = min(capacity, self._size + count)
 
     def ordered(self) -> tuple[list[float], list[float]]:
         if self._size < self.capacity:
@@ -101,6 +118,17 @@ class TimeSeriesStore:
                 return
             ring = self._series[key] = Ring(self.capacity)
         ring.append(t, math.nan if value is None else float(value))
+
+    def extend(self, key: str, times: Sequence[float], values: Sequence[float | None]) -> None:
+        """`append` of many points of one series (a replay rebuilding its history)."""
+        ring = self._series.get(key)
+        if ring is None:
+            if len(self._series) >= self.max_series:
+                self.dropped_series += 1
+                return
+            ring = self._series[key] = Ring(self.capacity)
+        nan = math.nan
+        ring.extend(times, [nan if value is None else float(value) for value in values])
 
     def put_latest(self, sample: Sample) -> None:
         self._latest[sample.source] = sample

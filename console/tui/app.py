@@ -38,6 +38,8 @@ MODE_KEYS = (
     ("t", "topology", "Topology", "GPUs x NUMA nodes x PCIe; intended vs actual binding"),
 )
 REPLAY_SEEK_S = 10.0
+REPLAY_JUMP = 60
+"""Seek steps that shift+left/right take (10 min)."""
 GLOBAL_ACTIONS = (
     ("Launch a server", "servers", "launch", "choose profile, layout and variant; confirm"),
     ("Switch a server", "servers", "switch", "stop the selected server, launch another plan"),
@@ -81,6 +83,10 @@ class ConsoleApp(App[None]):
         Binding("space", "replay_toggle", "Play/pause"),
         Binding("left", "replay_seek(-1)", "Back 10s", show=False),
         Binding("right", "replay_seek(1)", "Fwd 10s", show=False),
+        Binding("shift+left", f"replay_seek({-REPLAY_JUMP})", "Back 10 min", show=False),
+        Binding("shift+right", f"replay_seek({REPLAY_JUMP})", "Fwd 10 min", show=False),
+        Binding("home", "replay_to(0)", "Replay start", show=False),
+        Binding("end", "replay_to(1)", "Replay end", show=False),
         Binding("comma", "replay_step(-1)", "Step back", key_display=","),
         Binding("full_stop", "replay_step(1)", "Step", key_display="."),
     ]
@@ -253,6 +259,8 @@ class ConsoleApp(App[None]):
             rows += [
                 ("space", "play / pause the replay"),
                 ("← →", f"seek {REPLAY_SEEK_S:.0f} s"),
+                ("shift+← →", f"seek {REPLAY_SEEK_S * REPLAY_JUMP / 60:.0f} min"),
+                ("home end", "to the start / the end"),
                 (", .", "step one frame back / forward"),
             ]
         note = self.quit_note()
@@ -363,6 +371,13 @@ class ConsoleApp(App[None]):
         replay = self.backend.replay
         if replay is not None:
             replay.seek(replay.position_s + direction * REPLAY_SEEK_S)
+            self.refresh_now()
+
+    def action_replay_to(self, end: int) -> None:
+        """To the replay's start (0) or its end (1: as far as it is indexed yet)."""
+        replay = self.backend.replay
+        if replay is not None:
+            replay.seek(replay.duration_s if end else 0.0)
             self.refresh_now()
 
     def action_replay_step(self, frames: int) -> None:

@@ -28,10 +28,18 @@ class ReplayControls(Protocol):
 
     playing: bool
     position_s: float
-    duration_s: float
     speed: float
     message: str | None
     """Why the replay stops short (a damaged file), shown on every screen."""
+
+    @property
+    def duration_s(self) -> float:
+        """How far the recording goes (it grows while the file is being indexed)."""
+
+    @property
+    def indexed_fraction(self) -> float | None:
+        """How much of the file is indexed while that goes on in the background; None once
+        it is all indexed."""
 
     def toggle(self) -> None: ...
 

@@ -179,13 +179,20 @@ def restore(recording: Recording, position_s: float, capacity: int) -> _State:
         state.apply(recording, i)
     reader = SeriesReader(recording)
     store = state.store
+    series: dict[str, tuple[list[float], list[float | None]]] = {}
     for i in frames.last_polls(end, capacity):
         try:
             points = reader.points(frames[i])
         except (ValueError, KeyError, TypeError, IndexError):
             continue  # one bad frame is skipped, not the replay
         for key, t, value in points:
-            store.append(key, t, value)
+            found = series.get(key)
+            if found is None:
+                found = series[key] = ([], [])
+            found[0].append(t)
+            found[1].append(value)
+    for key, (times, values) in series.items():
+        store.extend(key, times, values)
     samples, statuses = reader.latest()
     write_result(store, PollResult([], statuses))
     for sample in samples:
@@ -221,24 +228,55 @@ class ReplayBackend(ReadOnlyActions):
         self.replay: ReplayControls | None = self
         self.playing = playing
         self.speed = speed
-        self.duration_s = recording.duration_s
         self.position_s = 0.0
         """Where the replay is asked to be; what is shown catches up when a rebuild ends."""
-        self.message = (
-            None
-            if recording.damage is None
-            else (
-                f"recording damaged: {recording.damage}; replaying up to "
-                f"{recording.duration_s:.0f} s"
-            )
-        )
+        self.message = self._damage_note()
         self._state = _State(TimeSeriesStore(self._capacity))
         self._rebuilding: asyncio.Future[_State] | None = None
         self._version = 0
         self._task: asyncio.Task[None] | None = None
+        self._indexing = recording.indexing
+        self._target_s: float | None = None
+        """A start position past what is indexed yet: followed until it is reached."""
         start = self.duration_s if position_s is None else position_s
+        if self._indexing and start > self.duration_s:
+            self._target_s = start
         self.position_s = max(0.0, min(self.duration_s, start))
         self._settle(self.position_s, background=False)
+
+    @property
+    def duration_s(self) -> float:
+        return self.recording.duration_s
+
+    @property
+    def indexed_fraction(self) -> float | None:
+        return self.recording.indexed_fraction if self._indexing else None
+
+    def _damage_note(self) -> str | None:
+        damage = self.recording.damage
+        if damage is None:
+            return None
+        return f"recording damaged: {damage}; replaying up to {self.duration_s:.0f} s"
+
+    def _follow_index(self) -> None:
+        """While the file is indexed in the background: redraw as it grows, follow a start
+        position not indexed yet, and once it is all indexed, go there (or to the end, if
+        the recording stops short of it) and show what stopped it short, if anything."""
+        if not self._indexing:
+            return
+        self._version += 1  # the duration and the indexed share changed
+        if self.recording.indexing:
+            if self._target_s is not None:
+                self._seek(min(self._target_s, self.duration_s))
+            return
+        self._indexing = False
+        self.message = self._damage_note()
+        target, self._target_s = self._target_s, None
+        if target is not None:
+            if target > self.duration_s + 1e-6:
+                note = f"{target:.0f} s is past the recording's end ({self.duration_s:.0f} s)"
+                self.message = f"{self.message}; {note}" if self.message else note
+            self._seek(min(target, self.duration_s))
 
     @property
     def store(self) -> TimeSeriesStore:
@@ -308,7 +346,12 @@ class ReplayBackend(ReadOnlyActions):
     def seek(self, position_s: float) -> None:
         """Move to `position_s`. In the app (a running event loop) a rebuild runs on a
         worker thread and the screens catch up when it ends; elsewhere (snapshots, scripts)
-        it is done before this returns."""
+        it is done before this returns. A start position still being indexed is dropped:
+        the user went elsewhere."""
+        self._target_s = None
+        self._seek(position_s)
+
+    def _seek(self, position_s: float) -> None:
         position_s = max(0.0, min(self.duration_s, position_s))
         self.position_s = position_s
         try:
@@ -389,12 +432,14 @@ class ReplayBackend(ReadOnlyActions):
         while True:
             await asyncio.sleep(PLAY_TICK_S)
             now = time.monotonic()
-            if self.playing:
+            self._follow_index()
+            if self.playing and self._target_s is None:
                 target = self.position_s + (now - last) * self.speed
                 if target >= self.duration_s:
                     target = self.duration_s
-                    self.playing = False
-                self.seek(target)
+                    # The end of what is indexed so far is not the end: play on.
+                    self.playing = self._indexing
+                self._seek(target)
             last = now
 
     async def start(self) -> None:

@@ -38,9 +38,11 @@ class TopBar(Static):
         right = Text()
         if replay is not None:
             state = "▶" if replay.playing else "⏸"
+            indexed = replay.indexed_fraction
+            indexing = "" if indexed is None else f" indexing {indexed:.0%}"
             right.append(
                 f" REPLAY {state} {format_duration(replay.position_s)}"
-                f"/{format_duration(replay.duration_s)} ",
+                f"/{format_duration(replay.duration_s)}{indexing} ",
                 style="bold black on cyan",
             )
             right.append(" ")
