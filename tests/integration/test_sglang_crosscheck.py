@@ -157,16 +157,19 @@ def test_ddconsole_bench_agrees_with_bench_serving(
         "theirs": (their_tok_s, their_ttft, their_accept, truth_theirs),
     }
     # Each against the simulator's ground truth for its own requests (wide: a busy box's
-    # scheduling delays are in the client's wall time, not in the server's record).
+    # scheduling delays are in the client's wall time, not in the server's record; with the
+    # suite in 4 workers on 2 cores, SGLang's client was seen 14 ms over a 102 ms truth).
     assert _close(our_tok_s, truth_ours["tok_s"], 0.10), figures
     assert _close(their_tok_s, truth_theirs["tok_s"], 0.10), figures
     assert _close(our_accept, truth_ours["accept"], 0.03), figures
-    assert _close(our_ttft, truth_ours["ttft_p50_s"], 0.05, 0.002), figures
-    assert _close(their_ttft, truth_theirs["ttft_p50_s"], 0.05, 0.002), figures
-    # The cross-check itself.
+    assert _close(our_ttft, truth_ours["ttft_p50_s"], 0.15, 0.005), figures
+    assert _close(their_ttft, truth_theirs["ttft_p50_s"], 0.15, 0.005), figures
+    # The cross-check itself. A TTFT defined differently (from another instant, or to the
+    # first content token) moves by a decode step, about 20 ms here: more than the noise
+    # allowed.
     assert _close(our_tok_s, their_tok_s, 0.03), figures
     assert _close(our_accept, their_accept, 0.03), figures
-    assert _close(our_ttft, their_ttft, 0.05, 0.001), figures
+    assert _close(our_ttft, their_ttft, 0.10, 0.005), figures
 
     # `runs import` of bench_serving's JSONL shows the figures it wrote and printed.
     imported = run_cli_subprocess("runs", "import", str(jsonl), "--out", str(runs), "--json")

@@ -164,9 +164,10 @@ def test_chat_ttft_counts_the_first_reasoning_token(tmp_path: Path):
     assert ttft is not None
     assert e2e is not None
     # The first token is a thinking token, sent with the prefill: the client's TTFT is the
-    # server's (within scheduling noise), far ahead of the answer, which starts after 3/4.
+    # server's (within scheduling noise), far ahead of the answer, which starts after 3/4
+    # of the decode. Both sides on the server's timeline, so a busy box's delays in the
+    # client cannot flip it.
     assert ttft < truth["ttft_s"] + 0.5 * (truth["e2e_s"] - truth["ttft_s"])
-    assert ttft < 0.5 * e2e
 
 
 def test_run_json_never_holds_the_ssl_keyfile_password(tmp_path: Path):

@@ -2,11 +2,11 @@
 
 Runs at --sim-speed 10 and times each request on the simulator's own clock (its `/sim/stats`
 record of arrival, first token sent and finish, in simulated seconds), so a loaded machine's
-client-side scheduling noise never enters the figures. The DESIGN table's
-tokens/s for DDTree budgets 32 and 64 (92 and 64.3) cannot hold together with its own
-acceptance (5, 4) and step times (80, 77 ms): 5 / 0.080 s = 62.5 tok/s. The simulator keeps
-acceptance and step time (the mechanism the console exists to show) and its tokens/s follow
-from them; those rows are checked for that identity and for the ordering b15 > b32 > b64.
+client-side scheduling noise never enters the figures. The reference table's measured
+columns are output tok/s and accepted tokens per step; its step-time column was an estimate
+that could not hold with them (5 / 0.080 s = 62.5 tok/s, not the measured 92). The simulator
+is calibrated to the measured two and the step is derived: 86.5, 54.3 and 62.2 ms for
+budgets 15, 32 and 64 (issue 19).
 """
 
 from __future__ import annotations
@@ -143,9 +143,9 @@ def test_qwen_autoregressive_single_stream(qwen_runs):
 @pytest.mark.parametrize(
     ("variant", "accept", "step_s"),
     [
-        ("ddtree-b15", 15.0, 0.087),
-        ("ddtree-b32", 5.0, 0.080),
-        ("ddtree-b64", 4.0, 0.077),
+        ("ddtree-b15", 15.0, 0.0865),
+        ("ddtree-b32", 5.0, 0.0543),
+        ("ddtree-b64", 4.0, 0.0622),
     ],
 )
 def test_qwen_ddtree_acceptance_and_step_time(qwen_runs, variant, accept, step_s):
@@ -162,10 +162,15 @@ def test_qwen_ddtree_b15_speedup_and_ordering(qwen_runs):
     assert within(b15["tok_s"], 173.4), b15["tok_s"]
     speedup = b15["tok_s"] / qwen_runs["off"]["tok_s"]
     assert within(speedup, 6.5), speedup
-    assert b15["tok_s"] > qwen_runs["ddtree-b32"]["tok_s"] > qwen_runs["ddtree-b64"]["tok_s"]
-    # Acceptance collapses while the step gets cheaper: the hybrid-GDN signature.
-    assert qwen_runs["ddtree-b32"]["step_s"] < b15["step_s"]
-    assert qwen_runs["ddtree-b64"]["step_s"] < qwen_runs["ddtree-b32"]["step_s"]
+    b32, b64 = qwen_runs["ddtree-b32"], qwen_runs["ddtree-b64"]
+    assert b15["tok_s"] > b32["tok_s"] > b64["tok_s"]
+    # The measured tok/s of the wider trees (1024 tokens: the prefill is ~1% of the time).
+    assert within(b32["tok_s"], 92.0), b32["tok_s"]
+    assert within(b64["tok_s"], 64.3), b64["tok_s"]
+    # Acceptance collapses while the step stays below the smallest budget's: the hybrid-GDN
+    # signature. The step is not monotonic (54 -> 62 ms), as measured.
+    assert b32["step_s"] < b15["step_s"]
+    assert b32["step_s"] < b64["step_s"] < b15["step_s"]
 
 
 def test_kimi_scales_near_linearly_to_807(tmp_path: Path):
@@ -187,7 +192,9 @@ def test_qwen_stays_nearly_flat(tmp_path: Path):
 def test_attention_ddtree_acceptance_rises_speedup_peaks_in_the_middle(tmp_path: Path):
     runs = {}
     for budget in (15, 32, 64):
-        with running_sim([*SMALL, *ddtree(budget)], tmp_path, speed=SPEED) as sim:
+        # Slower than SPEED: budgets 15 and 32 differ by a few percent, and at 10x a step is
+        # ~8 ms of wall time, where a busy box's wake-up lag is of that order.
+        with running_sim([*SMALL, *ddtree(budget)], tmp_path, speed=2.0) as sim:
             runs[budget] = one_request(sim.url, 128, 512)
     accepts = [runs[b]["accept"] for b in (15, 32, 64)]
     assert accepts == sorted(accepts), accepts

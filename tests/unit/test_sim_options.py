@@ -139,7 +139,7 @@ def test_draws_average_to_the_calibrated_acceptance():
     draws = [draw_commit(rng, decode)[0] for _ in range(20000)]
     assert sum(draws) / len(draws) == pytest.approx(5.0, rel=0.02)
     assert max(draws) <= decode.max_commit
-    assert step_time(decode, 1) == pytest.approx(0.080)
+    assert step_time(decode, 1) == pytest.approx(0.0543)  # 5 accepted / 92 tok/s
     assert step_time(decode, 8) > step_time(decode, 1)
 
 
