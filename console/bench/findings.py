@@ -68,6 +68,9 @@ class LevelFacts:
     step_time_s: float | None = None
     tokens_per_chunk: float | None = None
     chunk_accept_mismatch: float | None = None
+    output_tok_s: float | None = None
+    rate: float | None = None
+    """An open-loop level's request rate (its concurrency is then a cap, not the load)."""
 
 
 @dataclass(frozen=True, kw_only=True)

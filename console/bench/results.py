@@ -516,6 +516,8 @@ class LevelSummary:
             step_time_s=self.step_time_s,
             tokens_per_chunk=self.tokens_per_chunk,
             chunk_accept_mismatch=self.chunk_accept_mismatch,
+            output_tok_s=self.output_tok_s,
+            rate=self.rate,
         )
 
 
