@@ -20,7 +20,7 @@ import aiohttp
 import httpx
 from httpx_aiohttp import AiohttpTransport
 
-from console.bench.results import JsonDict
+from console.bench.results import JsonDict, histogram_counts
 
 # RequestResult lives with the other run results; the client fills it, so it is named here too.
 from console.bench.results import RequestResult as RequestResult
@@ -301,6 +301,11 @@ async def _read_native(
         result.prompt_tokens = _count(meta.get("prompt_tokens"))
         result.spec_verify_ct = _count(meta.get("spec_verify_ct"))
         result.accept_length = _number(meta.get("spec_accept_length"))
+        # Only in a finished request's meta_info (sglang 0.5.23
+        # srt/managers/tokenizer_manager.py:2755-2756, 3194-3201).
+        result.spec_correct_drafts_histogram = histogram_counts(
+            meta.get("spec_correct_drafts_histogram")
+        )
         reason_info = meta.get("finish_reason")
         result.finish_reason = reason_info.get("type") if isinstance(reason_info, dict) else None
     _finish(result, start, first, last, now, scale)
@@ -350,6 +355,11 @@ async def _read_openai(
             if isinstance(details, dict):
                 result.spec_verify_ct = _count(details.get("spec_verify_ct"))
                 result.accept_length = _number(details.get("spec_accept_length"))
+                # `[]` when the server had none (sglang 0.5.23
+                # srt/entrypoints/openai/protocol.py:456-467).
+                result.spec_correct_drafts_histogram = histogram_counts(
+                    details.get("spec_correct_drafts_histogram")
+                )
             usage = chunk.get("usage")
             if isinstance(usage, dict) and usage.get("completion_tokens") is not None:
                 result.output_tokens = int(usage["completion_tokens"])

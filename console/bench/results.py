@@ -17,6 +17,12 @@ CLI and the snapshot read them. Nothing between those modules is keyed by string
   verify tokens per step. A failed level's summary also carries `reason` (after `status`,
   only when set): why it failed; a reader that finds none takes the most common of
   `error_kinds`.
+- 3: each level summary gains, after `accept_ratio`, its acceptance distribution:
+  `correct_drafts_histogram` (verify steps by drafts accepted in each, summed over the
+  level's requests whose final chunk carried SGLang's `spec_correct_drafts_histogram`),
+  `correct_drafts_requests` (how many did), `accept_drop_position` (the first draft
+  position fewer than half of the steps accepted) and `accept_length_p10` / `_p50` /
+  `_p90` (per-request acceptance length percentiles); each null when not measured.
 
 A `summary.json` of another version, or one that does not parse, is never trusted: the
 loader (`summary.load_summary`) rebuilds it from the run's files.
@@ -54,6 +60,16 @@ def _opt_int(value: object) -> int | None:
     if isinstance(value, float) and not value.is_integer():
         return None
     return int(value)
+
+
+def histogram_counts(value: object) -> tuple[int, ...] | None:
+    """A list of non-negative counts (a histogram), else None."""
+    if not isinstance(value, list) or not value:
+        return None
+    counts = [_opt_int(item) for item in value]
+    if any(count is None or count < 0 for count in counts):
+        return None
+    return tuple(count for count in counts if count is not None)
 
 
 def _opt_str(value: object) -> str | None:
@@ -301,6 +317,9 @@ class RequestResult:
     chunk_gaps_us: array[int] = field(default_factory=lambda: array("q"))
     spec_verify_ct: int | None = None
     accept_length: float | None = None
+    spec_correct_drafts_histogram: tuple[int, ...] | None = None
+    """From the final chunk: index k counts the verify steps that accepted exactly k drafts
+    (bonus token excluded); None when the server sent none."""
     finish_reason: str | None = None
     error: str | None = None
 
@@ -324,6 +343,11 @@ class RequestResult:
             "chunk_gaps_us": list(self.chunk_gaps_us),
             "spec_verify_ct": self.spec_verify_ct,
             "accept_length": self.accept_length,
+            "spec_correct_drafts_histogram": (
+                None
+                if self.spec_correct_drafts_histogram is None
+                else list(self.spec_correct_drafts_histogram)
+            ),
             "finish_reason": self.finish_reason,
             "error": self.error,
         }
@@ -353,6 +377,9 @@ class RequestResult:
             chunk_gaps_us=array("q", gaps if isinstance(gaps, list) else ()),
             spec_verify_ct=count("spec_verify_ct"),
             accept_length=num("accept_length"),
+            spec_correct_drafts_histogram=histogram_counts(
+                data.get("spec_correct_drafts_histogram")
+            ),
             finish_reason=None if reason is None else str(reason),
             error=None if error is None else str(error),
         )
@@ -402,6 +429,7 @@ _READERS: dict[str, Callable[[object], object]] = {
     "str | None": _opt_str,
     "int": lambda v: _opt_int(v) or 0,
     "str": lambda v: "" if v is None else str(v),
+    "tuple[int, ...] | None": histogram_counts,
     "Mapping[str, int]": lambda v: {
         str(k): n for k, raw in _object(v).items() if (n := _opt_int(raw)) is not None
     },
@@ -462,6 +490,20 @@ class LevelSummary:
     """Accepted tokens per step / verify tokens per step: the share of the tokens the target
     verifies that it keeps (1 autoregressive; falls as a DDTree budget's extra nodes are
     verified and thrown away)."""
+    correct_drafts_histogram: tuple[int, ...] | None = None
+    """Index k: the level's verify steps that accepted exactly k drafts (bonus token not
+    counted), summed over its requests' `spec_correct_drafts_histogram`; None when no request
+    carried one (an autoregressive server, a server that does not send it)."""
+    correct_drafts_requests: int | None = None
+    """How many of the level's finished requests carried a histogram."""
+    accept_drop_position: int | None = None
+    """The first draft position (1-based) accepted in fewer than half of the verify steps:
+    the smallest k >= 1 with P(accepted drafts >= k) < 0.5 (`acceptance.drop_position`)."""
+    accept_length_p10: float | None = None
+    """Per-request acceptance length (tokens per verify step, bonus included; SGLang's
+    `spec_accept_length`) at the 10th percentile over the level's requests."""
+    accept_length_p50: float | None = None
+    accept_length_p90: float | None = None
 
     def __post_init__(self) -> None:
         if self.requests == 0:
@@ -485,6 +527,8 @@ class LevelSummary:
                 out.update(value.to_json(item.name))
             elif item.name == "error_kinds":
                 out[item.name] = dict(value)
+            elif isinstance(value, tuple):
+                out[item.name] = list(value)
             elif value is not None or item.name not in _OMIT_WHEN_NONE:
                 out[item.name] = value
         return out
@@ -665,7 +709,7 @@ class BestLevel:
 class RunSummary:
     """A run's `summary.json`: every cell's level summaries, the best per level, findings."""
 
-    SCHEMA_VERSION: ClassVar[int] = 2
+    SCHEMA_VERSION: ClassVar[int] = 3
 
     run_id: str
     run_dir: str

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from console.bench.acceptance import drop_position, sum_histograms
 from console.bench.findings import find_all
 from console.bench.results import (
     CANCELLED,
@@ -29,7 +30,7 @@ from console.bench.results import (
     most_common_error,
 )
 from console.bench.rundir import RunDir, RunWriteError
-from console.bench.stats import describe, mean
+from console.bench.stats import describe, mean, percentile
 from console.bench.tables import to_csv, to_markdown
 from console.core.errors import ConsoleError
 from console.telemetry.run_telemetry import RunGpuReading, run_gpu_readings
@@ -86,6 +87,9 @@ def summarize_level(
         generation_delta / verify_delta if verify_delta and generation_delta is not None else None
     )
     per_request_accept = mean([r.accept_length for r in ok])
+    request_accepts = sorted(r.accept_length for r in ok if r.accept_length is not None)
+    histograms = [r.spec_correct_drafts_histogram for r in ok if r.spec_correct_drafts_histogram]
+    histogram = sum_histograms(histograms)
     steps = []
     for r in ok:
         count = r.spec_verify_ct or ((r.output_tokens or 0) - 1)
@@ -150,6 +154,12 @@ def summarize_level(
         pcie_rx_bytes_s=mean([t.pcie_rx_bytes_s for t in picked]),
         pcie_tx_bytes_s=mean([t.pcie_tx_bytes_s for t in picked]),
         gpu_samples=len(picked),
+        correct_drafts_histogram=histogram,
+        correct_drafts_requests=len(histograms) if histogram is not None else None,
+        accept_drop_position=drop_position(histogram) if histogram is not None else None,
+        accept_length_p10=percentile(request_accepts, 10),
+        accept_length_p50=percentile(request_accepts, 50),
+        accept_length_p90=percentile(request_accepts, 90),
     )
 
 

@@ -46,6 +46,10 @@ class SimRequest:
     generated: int = 0
     verify_ct: int = 0
     correct_drafts: int = 0
+    correct_drafts_histogram: list[int] = field(default_factory=list)
+    """Verify steps by drafts accepted in them (index k: steps that accepted exactly k drafts,
+    bonus token excluded), grown to the largest k seen: `Req.update_spec_correct_drafts_histogram`
+    (sglang 0.5.23 srt/managers/schedule_batch.py:1566-1572)."""
     first_token_at: float | None = None
     last_chunk_at: float | None = None
     finished_at: float | None = None
@@ -235,8 +239,11 @@ class Engine:
                 if committed <= 0:
                     continue
                 accepted = min(accepted, committed - 1)
+                # Counted together, as batch_result_processor.py:832-836 does: the histogram
+                # sums to verify_ct and its weighted sum is correct_drafts.
                 request.verify_ct += 1
                 request.correct_drafts += accepted
+                _count_step(request.correct_drafts_histogram, accepted)
                 accepted_total += accepted
             else:
                 committed = 1
@@ -327,6 +334,13 @@ class Engine:
         """A batch line, as each of this DP rank's stats-logging schedulers writes it."""
         for prefix in self.log_prefixes:
             log.info(message, *args, extra={"prefix": prefix})
+
+
+def _count_step(histogram: list[int], accepted: int) -> None:
+    """One verify step that accepted `accepted` drafts, grown as SGLang grows it."""
+    if len(histogram) <= accepted:
+        histogram.extend([0] * (accepted - len(histogram) + 1))
+    histogram[accepted] += 1
 
 
 def _by_priority(requests: Iterable[SimRequest]) -> dict[str, int]:

@@ -385,13 +385,36 @@ class Handlers:
         return f'{{"text":"{text}","output_ids":[{ids}],"meta_info":{{{meta}}}}}'
 
     def _spec_details(self, req: SimRequest) -> dict[str, Any]:
+        """A finished request's speculative figures in its final `meta_info`, keys in
+        SGLang's order (sglang 0.5.23 srt/managers/tokenizer_manager.py:3149-3201); the
+        histogram only when it has a step (3194-3201)."""
         proposed = req.verify_ct * max(1, self.state.decode.num_draft_tokens - 1)
-        return {
+        details: dict[str, Any] = {
             "spec_accept_rate": req.correct_drafts / proposed if proposed else 0.0,
             "spec_accept_length": req.generated / req.verify_ct,
             "spec_num_correct_drafts": req.correct_drafts,
             "spec_num_proposed_drafts": proposed,
             "spec_verify_ct": req.verify_ct,
+        }
+        if req.correct_drafts_histogram:
+            details["spec_correct_drafts_histogram"] = list(req.correct_drafts_histogram)
+        return details
+
+    def _sglext_spec_details(self, req: SimRequest) -> dict[str, Any]:
+        """`sglext.spec_tokens_details` on the OpenAI API: every `SpecTokensDetails` field,
+        defaults where meta_info has none (sglang 0.5.23 srt/entrypoints/openai/protocol.py:
+        456-467, utils.py:310-341)."""
+        meta = self._spec_details(req)
+        return {
+            "spec_accept_rate": meta["spec_accept_rate"],
+            "spec_accept_length": meta["spec_accept_length"],
+            "spec_cap_length": 0.0,
+            "spec_block_accept_length": 0.0,
+            "spec_num_correct_drafts": meta["spec_num_correct_drafts"],
+            "spec_num_proposed_drafts": meta["spec_num_proposed_drafts"],
+            "spec_verify_ct": meta["spec_verify_ct"],
+            "spec_correct_drafts_histogram": meta.get("spec_correct_drafts_histogram", []),
+            "spec_cap_lens_histogram": [],
         }
 
     def _mark_sent(self, req: SimRequest) -> None:
@@ -530,7 +553,7 @@ class Handlers:
                 f'"finish_reason":"{reason}","matched_stop":null}}{close}'
             )
             if spec_details and self.state.decode.speculative and req.verify_ct:
-                details = dumps({"spec_tokens_details": self._spec_details(req)})
+                details = dumps({"spec_tokens_details": self._sglext_spec_details(req)})
                 yield f'data: {{{head},"choices":[],"sglext":{details}}}\n\n'
             if include_usage:
                 usage = dumps(_usage(req))
@@ -568,7 +591,7 @@ class Handlers:
             "usage": _usage(req),
         }
         if spec_details and self.state.decode.speculative and req.verify_ct:
-            result["sglext"] = {"spec_tokens_details": self._spec_details(req)}
+            result["sglext"] = {"spec_tokens_details": self._sglext_spec_details(req)}
         return result
 
 
