@@ -238,9 +238,10 @@ class Engine:
                 committed = min(committed, request.target - request.generated)
                 if committed <= 0:
                     continue
-                accepted = min(accepted, committed - 1)
                 # Counted together, as batch_result_processor.py:832-836 does: the histogram
-                # sums to verify_ct and its weighted sum is correct_drafts.
+                # sums to verify_ct and its weighted sum is correct_drafts. A step that runs
+                # past the length limit still counts every draft it accepted; only the output
+                # is cut (sglang 0.5.23 srt/managers/schedule_batch.py:1995-2005, 2038-2042).
                 request.verify_ct += 1
                 request.correct_drafts += accepted
                 _count_step(request.correct_drafts_histogram, accepted)
