@@ -16,8 +16,18 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
+
+from console.bench.facts import CellFacts, FindingJson, FindingKind, LevelFacts, finding_json
+from console.bench.scaling import (
+    BatchingEfficiency,
+    BudgetScaling,
+    batching_efficiencies,
+    budget_scalings,
+)
+
+__all__ = ["CellFacts", "FindingJson", "LevelFacts"]
 
 # Acceptance collapse: the largest budget's acceptance is below 85% of the smallest budget's,
 # no budget step raises acceptance by more than 2% (measurement noise), and the largest
@@ -38,17 +48,9 @@ HYBRID_CAUSE = (
     "accepted"
 )
 
-# A finding's `summary.json` object: the serialisation boundary, not run data passed between
-# modules (those pass the typed findings below).
-FindingJson = dict[str, Any]
-
-FindingKind = Literal["acceptance-collapse", "chunk-accept-mismatch", "cell-failed"]
-
 
 def _finding_json(finding: AcceptanceCollapse | ChunkAcceptMismatch | CellFailed) -> FindingJson:
-    """`kind` first, then the fields in their declared order: the keys and order
-    `summary.json` has always had (tests/unit/test_summary_golden.py)."""
-    return {"kind": finding.kind, **asdict(finding)}
+    return finding_json(finding)
 
 
 def _opt_int(value: Any) -> int | None:
@@ -57,35 +59,6 @@ def _opt_int(value: Any) -> int | None:
 
 def _opt_str(value: Any) -> str | None:
     return None if value is None else str(value)
-
-
-@dataclass(frozen=True, kw_only=True)
-class LevelFacts:
-    """What a finding reads from one level summary (the `summary.json` level keys)."""
-
-    concurrency: int | None
-    accept_length: float | None = None
-    step_time_s: float | None = None
-    tokens_per_chunk: float | None = None
-    chunk_accept_mismatch: float | None = None
-    output_tok_s: float | None = None
-    rate: float | None = None
-    """An open-loop level's request rate (its concurrency is then a cap, not the load)."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class CellFacts:
-    """What a finding reads from one cell of a run summary, with its level summaries."""
-
-    profile: str | None
-    layout: str | None
-    variant: str | None
-    algorithm: str | None = None
-    architecture: str | None = None
-    ddtree_budget: int | None = None
-    status: str = "done"
-    reason: str | None = None
-    levels: tuple[LevelFacts, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,7 +104,7 @@ class CellFailed:
         return _finding_json(self)
 
 
-Finding = AcceptanceCollapse | ChunkAcceptMismatch | CellFailed
+Finding = AcceptanceCollapse | ChunkAcceptMismatch | CellFailed | BudgetScaling | BatchingEfficiency
 
 
 def finding_from_json(data: Mapping[str, Any]) -> Finding:
@@ -159,6 +132,10 @@ def finding_from_json(data: Mapping[str, Any]) -> Finding:
         return CellFailed(
             profile=profile, layout=layout, variant=_opt_str(data.get("variant")), message=message
         )
+    if kind == BudgetScaling.kind:
+        return BudgetScaling.from_json(data)
+    if kind == BatchingEfficiency.kind:
+        return BatchingEfficiency.from_json(data)
     raise ValueError(f"unknown finding kind {kind!r}")
 
 
@@ -296,9 +273,12 @@ def cell_failures(cells: Iterable[CellFacts]) -> list[CellFailed]:
 
 
 def find_all(cells: Sequence[CellFacts]) -> list[Finding]:
-    """Every finding of a run, collapses first, then chunk mismatches, then failed cells."""
+    """Every finding of a run: collapses first, then the cross-cell comparisons (budget
+    scaling per model, batching efficiency), then chunk mismatches, then failed cells."""
     found: list[Finding] = []
     found.extend(acceptance_collapses(cells))
+    found.extend(budget_scalings(cells))
+    found.extend(batching_efficiencies(cells))
     found.extend(chunk_accept_mismatches(cells))
     found.extend(cell_failures(cells))
     return found

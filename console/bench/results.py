@@ -562,6 +562,7 @@ class LevelSummary:
             chunk_accept_mismatch=self.chunk_accept_mismatch,
             output_tok_s=self.output_tok_s,
             rate=self.rate,
+            requests=self.requests,
         )
 
 

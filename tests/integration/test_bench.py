@@ -152,6 +152,12 @@ def test_kimi_sweep_scales_near_linearly(tmp_path: Path):
     values = [rates[c] for c in sorted(rates)]
     assert values == sorted(values)
     assert rates[32] / rates[1] > 25
+    # The batching-efficiency finding says so: 32 streams give near 32x a single one.
+    (batching,) = [f for f in summary["findings"] if f["kind"] == "batching-efficiency"]
+    assert batching["concurrency"] == 32
+    (kimi,) = batching["cells"]
+    assert kimi["verdict"] == "near-linear", batching["message"]
+    assert kimi["efficiency"] == pytest.approx(rates[32] / (32 * rates[1]))
 
 
 def _bare_ttft(url: str, input_len: int) -> float:

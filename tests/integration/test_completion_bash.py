@@ -82,7 +82,14 @@ def test_profiles_layouts_and_variants(script: Path, user_profiles: Path):
     assert complete(script, "plan", "qwen3.6-27b", "--layout", "") == ["tp1", "tp4", "tp8"]
     # bash splits `--layout=tp` at `=`
     assert complete(script, "up", "qwen3.6-27b", "--layout", "=", "tp") == ["tp1", "tp4", "tp8"]
-    assert complete(script, "up", "kimi-k2.6", "-v", "") == ["off", "eagle3", "dflash"]
+    assert complete(script, "up", "kimi-k2.6", "-v", "") == [
+        "off",
+        "eagle3",
+        "dflash",
+        "ddtree-b15",
+        "ddtree-b32",
+        "ddtree-b64",
+    ]
     assert complete(script, "switch", "qwen3.6-27b", "--variant", "ddtree") == [
         "ddtree-b15",
         "ddtree-b32",

@@ -78,5 +78,12 @@ def test_zsh_function_offers_the_helpers_answers(tmp_path: Path):
         return lines[1:]
 
     assert complete("pr") == ["profiles", "prune"]
-    assert complete("up", "kimi-k2.6", "--variant", "") == ["off", "eagle3", "dflash"]
+    assert complete("up", "kimi-k2.6", "--variant", "") == [
+        "off",
+        "eagle3",
+        "dflash",
+        "ddtree-b15",
+        "ddtree-b32",
+        "ddtree-b64",
+    ]
     assert complete("campaign", "") == ["FILES"]

@@ -48,9 +48,10 @@ INSTALL_AND_DEMO = (
     "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/ddconsole --demo"
 )
 SKIP = {
-    "python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/python -m pytest -n 4": (
-        "installs and runs the whole suite, this test included"
-    ),
+    (
+        "python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && "
+        ".venv/bin/python -m pytest -n 4"
+    ): "installs and runs the whole suite, this test included",
     ".venv/bin/python scripts/screenshots.py": (
         "rewrites the committed screenshots/ (tests/tui/test_snapshots.py renders the screens)"
     ),

@@ -212,7 +212,7 @@ def test_a_summary_cells_facts_include_imported_levels_without_step_times() -> N
     }
     facts = CellSummary.from_json(cell).facts()
     assert facts.ddtree_budget == 15
-    assert facts.levels == (LevelFacts(concurrency=4, accept_length=3.2),)
+    assert facts.levels == (LevelFacts(concurrency=4, accept_length=3.2, requests=0),)
     assert find_all([facts]) == []
 
 

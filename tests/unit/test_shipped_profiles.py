@@ -51,7 +51,14 @@ def test_both_profiles_ship_and_load():
     }
     assert kimi.profile.model.architecture is Architecture.ATTENTION_MLA_MOE
     assert set(kimi.profile.layouts) == {"tp8"}
-    assert set(kimi.profile.variants) == {"off", "eagle3", "dflash"}
+    assert set(kimi.profile.variants) == {
+        "off",
+        "eagle3",
+        "dflash",
+        "ddtree-b15",
+        "ddtree-b32",
+        "ddtree-b64",
+    }
 
 
 @pytest.mark.parametrize(("profile", "layout", "variant"), SHIPPED)
