@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import ClassVar
 
+from rich.console import RenderableType
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -26,6 +27,7 @@ from console.bench.results import RunSummary
 from console.core.errors import ConsoleError
 from console.tui.backend import Backend
 from console.tui.screens.find import FIND_BINDINGS, FindScreen
+from console.tui.widgets.accept_hist import acceptance_view
 from console.tui.widgets.filled_table import fill_table
 from console.tui.widgets.filter_bar import FilterBar
 from console.tui.widgets.finder import FindRow
@@ -83,6 +85,9 @@ class RunsScreen(FindScreen):
         yield FilterBar(target="runs", placeholder="filter runs (id, name, kind, status...)")
         with VerticalScroll(id="detail"):
             yield Static(Text("no run selected", style="dim"), id="detail-text")
+            histograms = Static(id="detail-accept")
+            histograms.display = False
+            yield histograms
 
     def on_mount(self) -> None:
         fill_table(self.query_one("#runs", DataTable), COLUMNS, [])
@@ -166,7 +171,7 @@ class RunsScreen(FindScreen):
                 else f"no runs in {self.backend.runs_root} yet: b for Bench, then D for the "
                 "demo campaign or g to benchmark a ready server"
             )
-            self.query_one("#detail-text", Static).update(Text(empty, style="dim"))
+            self._show_detail(Text(empty, style="dim"))
             return
         current = self.selected_id()
         if self.comparing:
@@ -218,7 +223,14 @@ class RunsScreen(FindScreen):
         return f"{run_id}: gone (its folder or run.json is no longer there)"
 
     def _show_text(self, text: str) -> None:
-        self.query_one("#detail-text", Static).update(Text(text, style="red"))
+        self._show_detail(Text(text, style="red"))
+
+    def _show_detail(self, shown: RenderableType, accept: RenderableType | None = None) -> None:
+        """The detail pane's text and, under it, a run's acceptance histograms (if any)."""
+        self.query_one("#detail-text", Static).update(shown)
+        histograms = self.query_one("#detail-accept", Static)
+        histograms.display = accept is not None
+        histograms.update("" if accept is None else accept)
 
     def _show_summary(
         self, run_id: str, summary: RunSummary, stamp: FileStamp | None = None
@@ -226,8 +238,8 @@ class RunsScreen(FindScreen):
         self.shown = run_id
         self.summary = summary
         self._detail_stamp = stamp
-        width = self.query_one("#detail").size.width or self.size.width
-        self.query_one("#detail-text", Static).update(summary_view(summary, width - 2))
+        width = (self.query_one("#detail").size.width or self.size.width) - 2
+        self._show_detail(summary_view(summary, width), acceptance_view(summary, width))
 
     def action_compare(self) -> None:
         current = self.selected_id()
@@ -273,4 +285,4 @@ class RunsScreen(FindScreen):
     def _show_compare(self, result: CompareResult, a: RunSummary, b: RunSummary) -> None:
         self.shown = f"{a.run_id}|{b.run_id}"
         width = self.query_one("#detail").size.width or self.size.width
-        self.query_one("#detail-text", Static).update(compare_view(result, a, b, width - 2))
+        self._show_detail(compare_view(result, a, b, width - 2))
