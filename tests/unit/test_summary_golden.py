@@ -38,10 +38,11 @@ def test_fixture_run_summary_json_is_byte_identical(run_id: str, tmp_path: Path)
 
 
 def test_the_fixtures_hold_findings_of_every_shape_they_cover() -> None:
-    """The golden runs exercise the collapse finding and a run without findings."""
+    """The golden runs exercise the collapse finding (two concurrencies) and batching
+    efficiency (both runs)."""
     counts = sorted(
         len(json.loads((p / "summary.json").read_text())["findings"])
         for p in RUNS.iterdir()
         if p.is_dir()
     )
-    assert counts == [0, 2]
+    assert counts == [1, 3]
