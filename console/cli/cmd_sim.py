@@ -15,7 +15,8 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         "(slow-start, crash-at-load:{oom,kv-oom,hybrid-oom,nccl,import,notfound,gated,version,"
         "dp-port,badflag}, crash-mid-stream[:N], runtime-oom[:TOKENS], prefill-oom, hang[:S], "
         "bad-metrics, metrics-nan, metrics-reset[:S], metrics-500, http-500[:RATE], orphans, "
-        "misbind, hold-capture:PATH). `ddconsole sim --help` prints SGLang's own options.",
+        "misbind, hold-capture:PATH, dp-starve:RANK, dp-slow:RANK[:FACTOR]). "
+        "`ddconsole sim --help` prints SGLang's own options.",
         add_help=False,
         # No option of its own: every argument, `--model-path` and `--help` included, is
         # the simulator's (with "-" as a prefix, argparse stops REMAINDER at the first

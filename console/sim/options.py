@@ -32,6 +32,7 @@ MODELED = frozenset(
         "port",
         "tp_size",
         "dp_size",
+        "load_balance_method",
         "enable_metrics",
         "api_key",
         "admin_api_key",
@@ -56,6 +57,11 @@ MODELED = frozenset(
     }
 )
 
+DP_FAULTS = ("dp-starve", "dp-slow")
+"""`dp-starve:RANK`: the DP controller sends that rank nothing (round robin skips it, as it
+skips a worker marked down); `dp-slow:RANK[:FACTOR]`: that rank's forward passes take FACTOR
+times as long (default 4). See console.sim.dispatch."""
+
 # Flags from the open DDTree pull request, unknown to a stock 0.5.23.
 EXTRA_KNOWN = {"speculative_ddtree_budget": None}
 
@@ -67,6 +73,37 @@ class OptionsError(Exception):
     def __init__(self, message: str, usage: str = USAGE) -> None:
         super().__init__(message)
         self.usage = usage
+
+
+def dp_fault_rank(fault: Fault) -> int | None:
+    """The DP rank a `dp-starve:RANK` or `dp-slow:RANK[:FACTOR]` fault names."""
+    head = fault.arg.split(":", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def dp_fault_problem(faults: tuple[Fault, ...], dp: int) -> str | None:
+    """Why the DP faults cannot apply to a server of `dp` ranks (None: they can)."""
+    starved = set()
+    for fault in faults:
+        if fault.kind not in DP_FAULTS:
+            continue
+        rank = dp_fault_rank(fault)
+        if rank is None:
+            return f"{fault.kind} needs a DP rank ({fault.kind}:RANK)"
+        if rank >= dp:
+            return f"{fault.kind}:{rank} names no rank of a server with --dp-size {dp}"
+        if fault.kind == "dp-slow" and ":" in fault.arg:
+            factor = fault.arg.split(":", 1)[1]
+            try:
+                if float(factor) <= 0:
+                    raise ValueError
+            except ValueError:
+                return f"dp-slow:{fault.arg}: the factor must be a positive number"
+        if fault.kind == "dp-starve":
+            starved.add(rank)
+    if starved and len(starved) >= dp:
+        return "dp-starve cannot take every DP rank out of dispatch"
+    return None
 
 
 def default_server_args() -> dict[str, Any]:
@@ -225,6 +262,9 @@ def parse(argv: list[str], environ: dict[str, str] | None = None) -> SimOptions:
                 f"argument --sim-fault: unknown crash-at-load kind {fault.arg!r} "
                 f"(valid: {', '.join(sorted(CRASH_KINDS))})"
             )
+    problem = dp_fault_problem(faults, int(args.get("dp_size") or 1))
+    if problem:
+        raise OptionsError(f"argument --sim-fault: {problem}")
     return SimOptions(
         server_args=args,
         argv=tuple(argv),
@@ -252,5 +292,6 @@ FAULT_KINDS = frozenset(
         "misbind",
         "hold-capture",
         "prefill-oom",
+        *DP_FAULTS,
     }
 )

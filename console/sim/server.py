@@ -33,6 +33,13 @@ from console.sim import crashes, graphs
 from console.sim.argparser import build_parser
 from console.sim.catalog import ModelEntry, lookup
 from console.sim.clock import SimClock
+from console.sim.dispatch import (
+    Dispatcher,
+    SlowStepTimer,
+    load_method,
+    slow_ranks,
+    starved_ranks,
+)
 from console.sim.engine import Engine, SimRequest
 from console.sim.failures import (
     die_by_kill_tree,
@@ -490,6 +497,9 @@ class SimServer:
         ]
         for engine in state.engines:
             stats.set_load(engine.rank, 0, 0, 0, max_total)
+        state.dispatcher = Dispatcher(load_method(options), starved_ranks(options))
+        for rank, factor in slow_ranks(options).items():
+            state.engines[rank].timer = SlowStepTimer(self.clock, factor)
         return state
 
     # -- serving -------------------------------------------------------------------------

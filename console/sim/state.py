@@ -11,6 +11,7 @@ from typing import Any
 
 from console.sim.catalog import ModelEntry
 from console.sim.clock import SimClock
+from console.sim.dispatch import Dispatcher
 from console.sim.engine import Engine, SimRequest
 from console.sim.options import SimOptions
 from console.sim.perf import Decoding
@@ -50,7 +51,8 @@ class SimState:
     status: Status = Status.STARTING
     startup_time: float = field(default_factory=time.time)
     _rid: itertools.count[int] = field(default_factory=itertools.count)
-    _dispatch: itertools.count[int] = field(default_factory=itertools.count)
+    dispatcher: Dispatcher = field(default_factory=Dispatcher)
+    """The DP controller's choice of rank (round robin by default, as SGLang's)."""
     rng: random.Random = field(default_factory=random.Random)
 
     def __post_init__(self) -> None:
@@ -115,7 +117,7 @@ class SimState:
         )
 
     def submit(self, request: SimRequest) -> Engine:
-        engine = self.engines[next(self._dispatch) % len(self.engines)]
+        engine = self.engines[self.dispatcher.pick(self.engines, request.rid)]
         engine.submit(request)
         return engine
 
