@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from console.telemetry.keys import SourceId
 from console.telemetry.quantile import Quantile
@@ -130,6 +130,27 @@ class HostSample:
     bindings: tuple[Binding, ...]
 
 
+class RankFigures(NamedTuple):
+    """One DP rank's scheduler figures (its `dp_rank`-labelled series). A tuple, so a
+    recording writes it as a plain list (console.telemetry.recording)."""
+
+    rank: int
+    decode_tok_s: float | None
+    """Rate of this rank's realtime_tokens_total{mode="decode"}."""
+    running: float | None
+    queued: float | None
+    accept_length: float | None
+    """This rank's spec_accept_length gauge; None when speculative decoding is off."""
+
+
+def _rank_figures(value: Any) -> RankFigures:
+    """A rank's figures from a `RankFigures` or from the list a recording read back."""
+    if isinstance(value, RankFigures):
+        return value
+    rank, tok_s, running, queued, accept = value
+    return RankFigures(int(rank), tok_s, running, queued, accept)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ServerSample:
     SERIES: ClassVar[tuple[str, ...]] = (
@@ -173,6 +194,13 @@ class ServerSample:
     latency_bounds: tuple[tuple[str, float, float | None], ...] = ()
     """(field, lower_s, upper_s) of each latency percentile's histogram bucket; upper None
     above the highest finite bound. A percentile without bounds is an exact value."""
+    dp_ranks: tuple[RankFigures, ...] = ()
+    """Per DP rank, in rank order, for a server whose scheduler series carry `dp_rank`
+    (dp > 1); empty otherwise, and in recordings made before the field existed."""
+
+    def __post_init__(self) -> None:
+        if self.dp_ranks and not all(isinstance(r, RankFigures) for r in self.dp_ranks):
+            object.__setattr__(self, "dp_ranks", tuple(_rank_figures(r) for r in self.dp_ranks))
 
     LATENCY: ClassVar[tuple[str, ...]] = (
         "ttft_p50_s",

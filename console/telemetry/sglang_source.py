@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -29,6 +29,7 @@ from console.core.http import (
     get_capped,
 )
 from console.telemetry.derive import counter_rate, histogram_delta
+from console.telemetry.dp_ranks import decode_counters, rank_figures
 from console.telemetry.keys import SourceId
 from console.telemetry.prometheus import (
     Histogram,
@@ -78,6 +79,8 @@ class _Point:
     generation: float | None
     requests: float | None
     verify: float | None
+    rank_decode: dict[int, float] = field(default_factory=dict)
+    """Each DP rank's decode-token counter (empty without DP ranks)."""
 
 
 def time_scale(server_info: dict[str, Any] | None) -> float:
@@ -260,6 +263,7 @@ class SglangSource:
             generation=snapshot.total("sglang:generation_tokens_total"),
             requests=snapshot.total("sglang:num_requests_total"),
             verify=snapshot.total("sglang:spec_verify_calls_total"),
+            rank_decode=decode_counters(snapshot),
         )
         previous, self._previous = self._previous, point
         seconds = (now - previous.t) * self.scale if previous else 0.0
@@ -320,6 +324,13 @@ class SglangSource:
             latency_scope=self._scope,
             latency_window_s=self._window_span_s,
             latency_bounds=bounds,
+            dp_ranks=rank_figures(
+                snapshot,
+                point.rank_decode,
+                previous.rank_decode if previous else None,
+                seconds,
+                speculative=self.speculative,
+            ),
         )
 
     def _update_percentiles(self, snapshot: MetricsSnapshot, now: float) -> None:
