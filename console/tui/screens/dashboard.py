@@ -24,6 +24,7 @@ from console.tui.widgets.filter_bar import FilterBar
 from console.tui.widgets.gpu_table import SORT_COLUMNS, GpuTable
 from console.tui.widgets.now_line import now_line
 from console.tui.widgets.pane import Pane
+from console.tui.widgets.rank_rows import RankRows
 from console.tui.widgets.server_strip import ServerStrip
 from console.tui.widgets.sources_bar import SourcesBar
 
@@ -53,6 +54,7 @@ class DashboardScreen(FindScreen):
     DashboardScreen #body { height: 1fr; }
     DashboardScreen ServerStrip { margin: 0 1; }
     DashboardScreen #now { margin: 0 1; }
+    DashboardScreen RankRows { margin: 0 1; }
     DashboardScreen GpuTable { margin: 0 1; }
     DashboardScreen FilterBar { margin: 0 1; }
     DashboardScreen SourcesBar { margin: 0 1; }
@@ -85,6 +87,7 @@ class DashboardScreen(FindScreen):
         with VerticalScroll(id="body"):
             yield ServerStrip(id="strip")
             yield Pane(id="now")
+            yield RankRows(id="ranks")
             with Grid(id="charts"):
                 for chart_id, title, unit in CHARTS:
                     yield TimeChart(title, unit, id=f"chart-{chart_id}")
@@ -165,6 +168,9 @@ class DashboardScreen(FindScreen):
         now_pane.put(
             now_line(store, server, now_pane.size.width or self.size.width, backend.now(), client)
         )
+        sample = store.server(server.id) if server is not None else None
+        live = server is not None and server.state in LIVE_STATES
+        self.query_one(RankRows).show(sample if live and isinstance(sample, ServerSample) else None)
         if time.monotonic() - self._runs_listed_at >= RUNS_EVERY_S:
             self._runs_listed_at = time.monotonic()
             self._load_bench_progress()
