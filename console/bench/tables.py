@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from console.bench.acceptance import histogram_rows
 from console.bench.results import CellSummary, LevelSummary, RunSummary
 
 if TYPE_CHECKING:
@@ -295,6 +296,30 @@ def best_line(summary: RunSummary) -> str:
     )
 
 
+ACCEPTANCE_NOTE = (
+    "Accepted drafts per verify step (bonus token not counted), share of the level's steps, "
+    "from each request's final spec_correct_drafts_histogram; acceptance drops at the first "
+    "draft position fewer than half of the steps accepted."
+)
+
+
+def acceptance_lines(summary: RunSummary, max_rows: int = 10) -> list[str]:
+    """One line per level whose requests carried an acceptance histogram: where acceptance
+    drops and each count's share of the steps (`0:1% 1:8% ...`, long ones binned)."""
+    lines = []
+    for cell, level in summary.levels():
+        histogram = level.correct_drafts_histogram
+        if not histogram:
+            continue
+        name = " ".join(part for part in (cell.name, cell.layout, cell.variant) if part)
+        shares = " ".join(f"{row.label}:{row.share:.0%}" for row in histogram_rows(histogram))
+        lines.append(
+            f"{name}, concurrency {level.load_label}: drop at draft "
+            f"{fmt(level.accept_drop_position, 'd')}; {shares}"
+        )
+    return lines
+
+
 def to_csv(summary: RunSummary) -> str:
     out = io.StringIO()
     writer = csv.writer(out)
@@ -328,6 +353,10 @@ def to_markdown(summary: RunSummary) -> str:
     if summary.findings:
         lines += ["", "## Findings", ""]
         lines += [f"- **{f.kind}**: {f.message}" for f in summary.findings]
+    acceptance = acceptance_lines(summary)
+    if acceptance:
+        lines += ["", "## Acceptance distribution", "", ACCEPTANCE_NOTE, ""]
+        lines += [f"- {line}" for line in acceptance]
     if summary.best:
         lines += ["", "## Best per level", ""]
         lines += [

@@ -14,6 +14,7 @@ from typing import Any
 
 from console import __version__
 from console.bench.results import RunSummary
+from console.bench.tables import ACCEPTANCE_NOTE, acceptance_lines
 from console.core.redact import redact_json, secret_values
 from console.telemetry.keys import SourceId
 from console.telemetry.reading import latency_pair, latency_scope, store_reading
@@ -237,6 +238,10 @@ def to_markdown(
             lines += ["", run_table.strip()]
         for finding in run.findings:
             lines += ["", f"**{finding.kind}**: {finding.message}"]
+        acceptance = acceptance_lines(run)
+        if acceptance:
+            lines += ["", ACCEPTANCE_NOTE, ""]
+            lines += [f"- {line}" for line in acceptance]
     else:
         lines.append("No readable runs." if unreadable_runs else "No runs yet.")
     if unreadable_runs:
