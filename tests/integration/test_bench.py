@@ -121,7 +121,7 @@ def test_demo_campaign_reproduces_the_reference_table(free_port_profiles: dict[s
     # Telemetry is kept in the recording format only (one file per cell's recorder).
     assert not (run / "telemetry.jsonl").exists()
     lines = (run / "requests.jsonl").read_text().splitlines()
-    assert len(lines) == 4 * 16
+    assert len(lines) == 5 * 16  # five cells of 16 requests
     fingerprint = json.loads((run / "run.json").read_text())
     assert fingerprint["fingerprint"]["gpu_count"] == 8
     # Every cell listened on the user's override of the profile's port, not the shipped one.

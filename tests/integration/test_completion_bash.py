@@ -86,6 +86,7 @@ def test_profiles_layouts_and_variants(script: Path, user_profiles: Path):
         "off",
         "eagle3",
         "dflash",
+        "dflash-no-overlap",
         "ddtree-b15",
         "ddtree-b32",
         "ddtree-b64",

@@ -82,6 +82,7 @@ def test_zsh_function_offers_the_helpers_answers(tmp_path: Path):
         "off",
         "eagle3",
         "dflash",
+        "dflash-no-overlap",
         "ddtree-b15",
         "ddtree-b32",
         "ddtree-b64",

@@ -44,6 +44,7 @@ def test_both_profiles_ship_and_load():
     assert set(qwen.profile.variants) == {
         "off",
         "dflash",
+        "dflash-no-overlap",
         "ddtree-b15",
         "ddtree-b32",
         "ddtree-b64",
@@ -55,6 +56,7 @@ def test_both_profiles_ship_and_load():
         "off",
         "eagle3",
         "dflash",
+        "dflash-no-overlap",
         "ddtree-b15",
         "ddtree-b32",
         "ddtree-b64",
