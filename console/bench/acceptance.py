@@ -102,3 +102,20 @@ def histogram_rows(histogram: Sequence[int], max_rows: int = 10) -> list[Histogr
         count = sum(histogram[start : end + 1])
         rows.append(HistogramRow(start, end, count, count / steps))
     return rows
+
+
+SPARK = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(histogram: Sequence[int], width: int = 16) -> str:
+    """The histogram in one line of at most `width` block characters, each the tallest
+    share of its bin of counts (`▂▅█▆▃`): for a live line where rows do not fit."""
+    steps = sum(histogram)
+    if steps <= 0 or width < 1:
+        return ""
+    size = math.ceil(len(histogram) / width)
+    bins = [sum(histogram[i : i + size]) for i in range(0, len(histogram), size)]
+    top = max(bins)
+    return "".join(
+        SPARK[min(len(SPARK) - 1, round(b / top * (len(SPARK) - 1)))] if b else " " for b in bins
+    )

@@ -17,6 +17,7 @@ from console.bench.acceptance import (
     drop_position,
     histogram_rows,
     mean_accepted,
+    sparkline,
     sum_histograms,
     survival,
 )
@@ -174,3 +175,12 @@ def test_a_schema_2_summary_is_rebuilt_as_schema_3(tmp_path: Path) -> None:
     # The fixture's requests carry no histogram: none is invented.
     assert all(level.correct_drafts_histogram is None for level in levels)
     assert any(level.accept_length_p50 is not None for level in levels)
+
+
+def test_a_sparkline_draws_each_bin_against_the_tallest() -> None:
+    assert sparkline((1, 8, 11, 18, 26, 21, 13, 0, 5)) == "▁▃▄▆█▇▅ ▂"
+    # 65 counts in at most 16 characters, the last bin the tallest.
+    wide = sparkline(tuple(range(65)), 16)
+    assert len(wide) <= 16
+    assert wide[-1] == "█"
+    assert sparkline(()) == ""
