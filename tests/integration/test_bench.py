@@ -136,7 +136,10 @@ def test_demo_campaign_reproduces_the_reference_table(free_port_profiles: dict[s
     assert json.loads(shown.stdout)["cells"] == summary["cells"]
 
 
-def test_kimi_sweep_scales_near_linearly(tmp_path: Path):
+def test_kimi_sweep_scales_near_linearly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # At 5x rather than 10x: 32 streams at 10x left a busy box's simulator 12% short of its
+    # model (one Python process pacing 32 requests' steps).
+    monkeypatch.setenv("DDCONSOLE_SIM_SPEED", "5")
     campaign = tmp_path / "kimi.toml"
     campaign.write_text(
         (REPO / "campaigns" / "kimi-concurrency.toml")
