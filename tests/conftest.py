@@ -168,6 +168,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if item.get_closest_marker("sglang"):
                 item.add_marker(pytest.mark.skip(reason="DDCONSOLE_SKIP_SGLANG=1 was set"))
+    # The long tests first (a stable sort: modules keep their order otherwise): in workers
+    # (`-n 4`) they start at once and the short ones fill in around them, instead of a
+    # several-minute test starting last and holding the whole run.
+    items.sort(key=_length_rank)
+
+
+def _length_rank(item: pytest.Item) -> int:
+    """0: starts a real SGLang (torch's import alone is ~20 s of CPU); 1: marked slow; 2: the
+    rest."""
+    if item.get_closest_marker("sglang"):
+        return 0
+    return 1 if item.get_closest_marker("slow") else 2
 
 
 @pytest.fixture(scope="session")
