@@ -136,8 +136,9 @@ def speculative_args(variant: Variant, model_path: str) -> list[str]:
         args += ["--speculative-eagle-topk", str(variant.eagle_topk)]
     if variant.num_draft_tokens is not None:
         args += ["--speculative-num-draft-tokens", str(variant.num_draft_tokens)]
-    if variant.ddtree_budget is not None:
-        args += ["--speculative-ddtree-budget", str(variant.ddtree_budget)]
+    tree = variant.tree
+    if tree is not None:
+        args += [tree.flag, str(tree.budget)]
     return args
 
 
@@ -245,6 +246,16 @@ def build_command(
                 "needs-ddtree-build",
                 f"variant {variant_name!r} needs an SGLang built with the DDTree pull request "
                 f"({DDTREE_PULL_REQUEST}); a stock 0.5.23 rejects --speculative-ddtree-budget",
+            )
+        )
+    elif variant.tree_budget_flag is not None:
+        needs = variant.requires or "an SGLang build that has it"
+        warnings.append(
+            CommandWarning(
+                "needs-tree-build",
+                f"variant {variant_name!r} passes the tree-drafting flag "
+                f"{variant.tree_budget_flag}: it needs {needs} (`profiles check` asks the "
+                "installed SGLang's parser)",
             )
         )
     return CommandSpec(

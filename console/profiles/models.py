@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Literal
 
@@ -143,6 +144,28 @@ class Layout(Strict):
         return self
 
 
+@dataclass(frozen=True)
+class TreeBudget:
+    """A tree-drafting variant's budget and the flag that passes it."""
+
+    budget: int
+    flag: str
+
+
+TREE_FLAG_PATTERN = r"^--speculative-[a-z0-9]+(-[a-z0-9]+)*$"
+"""A tree budget flag: one of SGLang's `--speculative-...` flags."""
+DDTREE_BUDGET_FLAG = "--speculative-ddtree-budget"
+FIELD_FLAGS = {
+    "--speculative-algorithm": "algorithm",
+    "--speculative-draft-model-path": "draft_model_path",
+    "--speculative-num-steps": "num_steps",
+    "--speculative-eagle-topk": "eagle_topk",
+    "--speculative-num-draft-tokens": "num_draft_tokens",
+    DDTREE_BUDGET_FLAG: "ddtree_budget",
+}
+"""The speculative flags a variant's own fields set."""
+
+
 class Variant(Strict):
     """A speculative-decoding choice; `off` is plain autoregressive decoding."""
 
@@ -153,6 +176,10 @@ class Variant(Strict):
     eagle_topk: int | None = Field(default=None, ge=1)
     num_draft_tokens: int | None = Field(default=None, ge=1)
     ddtree_budget: int | None = Field(default=None, ge=1)
+    tree_budget: int | None = Field(default=None, ge=1)
+    """A tree-drafting budget for an algorithm other than DDTREE, passed with
+    `tree_budget_flag` (a flag from an SGLang build named in `requires`)."""
+    tree_budget_flag: str | None = Field(default=None, pattern=TREE_FLAG_PATTERN)
     max_running_requests: int | None = Field(default=None, ge=1)
     requires: str = Field(default="", description="What SGLang build this variant needs")
     sglang: SglangInstall | None = None
@@ -183,6 +210,16 @@ class Variant(Strict):
     def _no_owned_env(cls, env: dict[str, str]) -> dict[str, str]:
         return _reject_owned_env(env)
 
+    @property
+    def tree(self) -> TreeBudget | None:
+        """The tree-drafting budget and its flag: DDTREE's own, or any other algorithm's
+        from `tree_budget` and `tree_budget_flag` (a new tree algorithm is a profile edit)."""
+        if self.ddtree_budget is not None:
+            return TreeBudget(self.ddtree_budget, DDTREE_BUDGET_FLAG)
+        if self.tree_budget is not None and self.tree_budget_flag is not None:
+            return TreeBudget(self.tree_budget, self.tree_budget_flag)
+        return None
+
     @model_validator(mode="after")
     def _consistent(self) -> Variant:
         if self.algorithm is Algorithm.OFF:
@@ -194,6 +231,8 @@ class Variant(Strict):
                     "eagle_topk",
                     "num_draft_tokens",
                     "ddtree_budget",
+                    "tree_budget",
+                    "tree_budget_flag",
                 )
                 if getattr(self, name) is not None
             ]
@@ -205,6 +244,16 @@ class Variant(Strict):
             raise ValueError("ddtree_budget is only meaningful with algorithm DDTREE")
         if self.algorithm is Algorithm.DDTREE and self.ddtree_budget is None:
             raise ValueError("algorithm DDTREE needs ddtree_budget")
+        if (self.tree_budget is None) != (self.tree_budget_flag is None):
+            raise ValueError("tree_budget and tree_budget_flag go together: set both")
+        if self.tree_budget_flag is not None:
+            if self.algorithm is Algorithm.DDTREE:
+                raise ValueError("for DDTREE set ddtree_budget, not tree_budget")
+            if self.tree_budget_flag in FIELD_FLAGS:
+                raise ValueError(
+                    f"tree_budget_flag {self.tree_budget_flag} is set by its own field "
+                    f"({FIELD_FLAGS[self.tree_budget_flag]}); name the tree's own budget flag"
+                )
         needs_draft = (
             Algorithm.DFLASH,
             Algorithm.DDTREE,
