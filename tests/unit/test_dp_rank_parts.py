@@ -174,7 +174,9 @@ STARVED = (RankFigures(0, 90.0, 4.0, 2.0, None), RankFigures(1, 0.0, 0.0, 0.0, N
 def test_rank_marks_name_a_lagging_or_starving_rank_only():
     assert rank_marks(HEALTHY) == {}
     assert rank_marks(SLOW) == {1: "lags"}
-    assert rank_marks(STARVED) == {1: "starves"}
+    assert rank_marks(STARVED) == {1: "starves"}  # its peer has requests waiting
+    draining = (RankFigures(0, 90.0, 4.0, 0.0, None), RankFigures(1, 0.0, 0.0, 0.0, None))
+    assert rank_marks(draining) == {1: "idle"}
 
 
 @pytest.mark.parametrize("width", [78, 198])
@@ -235,3 +237,11 @@ def test_a_recording_from_before_rank_figures_still_replays(tmp_path: Path):
     sample = _poll_sample(old)
     assert sample.dp_ranks == ()
     assert sample.running == 8.0
+
+
+def test_an_idle_rank_shows_no_acceptance():
+    """The gauge keeps its last window after the rank goes idle (new-user trial F25)."""
+    idle = (RankFigures(0, 40.0, 2.0, 0.0, 3.2), RankFigures(1, 0.0, 0.0, 0.0, 3.1))
+    lines = [line.plain for line in rank_lines(_sample(idle), 198)]
+    assert lines[0].endswith("accept 3.20")
+    assert "accept -" in lines[1]

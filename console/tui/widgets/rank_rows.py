@@ -1,9 +1,9 @@
 """Under the focused server's figures: one line per DP rank of a server with dp > 1.
 
 Each rank's decode tok/s (and its share of the server's), tok/s per running request, running,
-queued and acceptance length. A rank that starves (no work while its peers have some) or lags
-(decodes each request much slower than the best rank) is marked: under DP attention its peers
-wait on it every step, under plain DP its requests take longer.
+queued and acceptance length. A rank that starves (no work while requests queue on its
+peers) or lags (decodes each request much slower than the best rank) is marked: under DP
+attention its peers wait on it every step, under plain DP its requests take longer.
 """
 
 from __future__ import annotations
@@ -22,6 +22,12 @@ def _num(value: float | None, spec: str) -> str:
     return "-" if value is None else f"{value:{spec}}"
 
 
+def _idle(rank: RankFigures) -> bool:
+    """Nothing running and nothing decoded: the acceptance gauge then holds its last window,
+    which says nothing about now."""
+    return not rank.running and not rank.decode_tok_s
+
+
 def _per_request(rank: RankFigures) -> float | None:
     if rank.decode_tok_s is None or not rank.running:
         return None
@@ -29,13 +35,17 @@ def _per_request(rank: RankFigures) -> float | None:
 
 
 def rank_marks(ranks: tuple[RankFigures, ...]) -> dict[int, str]:
-    """`starves` or `lags` per rank that is; the others are absent."""
+    """`starves` (idle while requests queue on a peer), `idle` (idle beside busy peers) or
+    `lags` per rank that is; the others are absent."""
     marks: dict[int, str] = {}
     busy = [r for r in ranks if (r.running or 0) + (r.queued or 0) > 0]
+    queueing = any((r.queued or 0) > 0 for r in ranks)
     if busy and len(busy) < len(ranks):
         for rank in ranks:
             if rank not in busy:
-                marks[rank.rank] = "starves"
+                # Idle beside busy peers happens as a benchmark drains; idle while requests
+                # wait elsewhere is the dispatcher passing this rank by.
+                marks[rank.rank] = "starves" if queueing else "idle"
     speeds = {r.rank: s for r in ranks if (s := _per_request(r)) is not None}
     if len(speeds) >= 2:
         best = max(speeds.values())
@@ -65,7 +75,7 @@ def rank_lines(sample: ServerSample | None, width: int) -> list[Text]:
             ("per req", _num(_per_request(rank), ".1f")),
             ("running", _num(rank.running, ".0f")),
             ("queued", _num(rank.queued, ".0f")),
-            ("accept", _num(rank.accept_length, ".2f")),
+            ("accept", _num(None if _idle(rank) else rank.accept_length, ".2f")),
         ]
         line = Text.assemble(("  ", ""), (f"dp{rank.rank}", "bold"), "  ")
         mark = marks.get(rank.rank)
@@ -82,7 +92,7 @@ def rank_lines(sample: ServerSample | None, width: int) -> list[Text]:
             line.append_text(piece)
             used += piece.cell_len
         if mark:
-            tag = Text(f"  {mark}", style="bold yellow")
+            tag = Text(f"  {mark}", style="dim" if mark == "idle" else "bold yellow")
             if used + tag.cell_len > width:
                 lines.append(line)
                 line = Text("       ")
