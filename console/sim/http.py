@@ -16,6 +16,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response, Strea
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from console.sim.dispatch import meta_dp_rank
 from console.sim.engine import Chunk, Engine, SimRequest
 from console.sim.state import SimState, Status
 from console.sim.text import count_tokens, dumps
@@ -370,7 +371,7 @@ class Handlers:
             f'"id":"{req.rid}","finish_reason":{finish},"prompt_tokens":{req.input_len},'
             f'"weight_version":"default","num_retractions":0,"reasoning_tokens":0,'
             f'"completion_tokens":{chunk.completion_tokens},"cached_tokens":0'
-        )
+        ) + meta_dp_rank(req.dp_rank, state.dp)
         if final:
             e2e = (req.finished_at or state.clock.now()) - req.arrival
             meta += f',"e2e_latency":{e2e!r}'
