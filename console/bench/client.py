@@ -301,6 +301,7 @@ async def _read_native(
         result.prompt_tokens = _count(meta.get("prompt_tokens"))
         result.spec_verify_ct = _count(meta.get("spec_verify_ct"))
         result.accept_length = _number(meta.get("spec_accept_length"))
+        result.dp_rank = _count(meta.get("dp_rank"))  # null on a dp-1 server
         # Only in a finished request's meta_info (sglang 0.5.23
         # srt/managers/tokenizer_manager.py:2755-2756, 3194-3201).
         result.spec_correct_drafts_histogram = histogram_counts(

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from console.bench.findings import CellFacts, Finding, LevelFacts, finding_from_json
+from console.bench.rank_facts import RankLevel
 
 # A JSON document as `json.loads` returns it: the parse boundary, where `from_json` reads.
 # Also the type of the two documents a run records verbatim and the summary passes through
@@ -244,6 +245,11 @@ class CellMeta:
     ALWAYS: ClassVar[tuple[str, ...]] = ("cell_id", "profile", "layout", "variant")
 
     @property
+    def server_dp_size(self) -> int | None:
+        """`dp_size` from the server's /server_info: which DP ranks a level may name."""
+        return _opt_int(_object(self.server_info).get("dp_size"))
+
+    @property
     def server_draft_tokens(self) -> int | None:
         """`speculative_num_draft_tokens` from the server's /server_info."""
         return _opt_int(_object(self.server_info).get("speculative_num_draft_tokens"))
@@ -322,6 +328,9 @@ class RequestResult:
     (bonus token excluded); None when the server sent none."""
     finish_reason: str | None = None
     error: str | None = None
+    dp_rank: int | None = None
+    """The DP rank that served it (native `meta_info["dp_rank"]`); None on a dp-1 server or
+    an endpoint that does not say."""
 
     @property
     def tokens_per_chunk(self) -> float | None:
@@ -350,6 +359,7 @@ class RequestResult:
             ),
             "finish_reason": self.finish_reason,
             "error": self.error,
+            "dp_rank": self.dp_rank,
         }
 
     @classmethod
@@ -382,6 +392,7 @@ class RequestResult:
             ),
             finish_reason=None if reason is None else str(reason),
             error=None if error is None else str(error),
+            dp_rank=count("dp_rank"),
         )
 
 
@@ -430,6 +441,9 @@ _READERS: dict[str, Callable[[object], object]] = {
     "int": lambda v: _opt_int(v) or 0,
     "str": lambda v: "" if v is None else str(v),
     "tuple[int, ...] | None": histogram_counts,
+    "tuple[RankLevel, ...]": lambda v: tuple(
+        RankLevel.from_json(x) for x in (v if isinstance(v, list) else ()) if isinstance(x, dict)
+    ),
     "Mapping[str, int]": lambda v: {
         str(k): n for k, raw in _object(v).items() if (n := _opt_int(raw)) is not None
     },
@@ -504,6 +518,9 @@ class LevelSummary:
     `spec_accept_length`) at the 10th percentile over the level's requests."""
     accept_length_p50: float | None = None
     accept_length_p90: float | None = None
+    dp_ranks: tuple[RankLevel, ...] = ()
+    """Per DP rank: requests, output tok/s, per-request decode speed, acceptance
+    (`rank_facts.rank_levels`); empty (and not written) when no request named its rank."""
 
     def __post_init__(self) -> None:
         if self.requests == 0:
@@ -527,6 +544,9 @@ class LevelSummary:
                 out.update(value.to_json(item.name))
             elif item.name == "error_kinds":
                 out[item.name] = dict(value)
+            elif item.name == "dp_ranks":
+                if value:
+                    out[item.name] = [rank.to_json() for rank in value]
             elif isinstance(value, tuple):
                 out[item.name] = list(value)
             elif value is not None or item.name not in _OMIT_WHEN_NONE:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from console.bench.acceptance import drop_position, sum_histograms
 from console.bench.findings import find_all
+from console.bench.rank_facts import rank_levels
 from console.bench.results import (
     CANCELLED,
     BestLevel,
@@ -160,6 +161,7 @@ def summarize_level(
         accept_length_p10=percentile(request_accepts, 10),
         accept_length_p50=percentile(request_accepts, 50),
         accept_length_p90=percentile(request_accepts, 90),
+        dp_ranks=rank_levels(ok, duration if duration > 0 else None, cell.server_dp_size),
     )
 
 

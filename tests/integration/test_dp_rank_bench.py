@@ -1,0 +1,99 @@
+"""A real benchmark against a dp2 simulator: each level carries per-rank figures from the
+rank every request reports (`meta_info["dp_rank"]`, sglang 0.5.23
+srt/managers/tokenizer_manager.py:2616-2617), and the `dp-rank-imbalance` finding fires on a
+starved or a slow rank, never on a healthy server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from console.bench.facts import CellFacts, LevelFacts
+from console.bench.rank_facts import RankLevel
+from console.bench.rank_findings import DpRankImbalance, rank_imbalances
+from tests.conftest import REPO
+from tests.simproc import QWEN, running_sim
+
+pytestmark = pytest.mark.slow
+
+DP2 = [*QWEN, "--dp-size", "2"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankedLevel(LevelFacts):
+    dp_ranks: tuple[RankLevel, ...] = ()
+
+
+def _bench(url: str, out: Path) -> dict:
+    result = subprocess.run(
+        [
+            sys.executable, "-m", "console", "bench", "--url", url, "--concurrency", "8",
+            "--requests", "16", "--output-len", "64", "--json", "--demo", "--out", str(out),
+        ],
+        capture_output=True, text=True, cwd=REPO, timeout=300, check=False,
+        env={k: v for k, v in os.environ.items() if not k.startswith("DDCONSOLE_SIM_")},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary: dict = json.loads(result.stdout)
+    return summary
+
+
+def _findings(summary: dict) -> list[DpRankImbalance]:
+    cells = [
+        CellFacts(
+            profile=cell.get("profile"),
+            layout=cell.get("layout"),
+            variant=cell.get("variant"),
+            levels=tuple(
+                RankedLevel(
+                    concurrency=level.get("concurrency"),
+                    dp_ranks=tuple(RankLevel.from_json(r) for r in level.get("dp_ranks", ())),
+                )
+                for level in cell["levels"]
+            ),
+        )
+        for cell in summary["cells"]
+    ]
+    return rank_imbalances(cells)
+
+
+def _run(fault: str | None, tmp_path: Path) -> tuple[dict, list[DpRankImbalance]]:
+    args = [*DP2, "--sim-fault", fault] if fault else DP2
+    with running_sim(args, tmp_path, speed=20) as sim:
+        summary = _bench(sim.url, tmp_path / "runs")
+    return summary, _findings(summary)
+
+
+def test_healthy_dp2_levels_split_evenly_and_fire_nothing(tmp_path: Path):
+    summary, found = _run(None, tmp_path)
+    (level,) = summary["cells"][0]["levels"]
+    ranks = level["dp_ranks"]
+    assert [r["rank"] for r in ranks] == [0, 1]
+    assert [r["requests"] for r in ranks] == [8, 8]
+    assert sum(r["output_tokens"] for r in ranks) == level["output_tokens"]
+    assert found == []
+
+
+def test_a_starved_rank_fires_the_finding(tmp_path: Path):
+    summary, found = _run("dp-starve:1", tmp_path)
+    (level,) = summary["cells"][0]["levels"]
+    assert [(r["rank"], r["requests"]) for r in level["dp_ranks"]] == [(0, 16), (1, 0)]
+    (finding,) = found
+    assert (finding.rank, finding.problem) == (1, "starves")
+
+
+def test_a_slow_rank_fires_the_finding(tmp_path: Path):
+    summary, found = _run("dp-slow:1", tmp_path)
+    (level,) = summary["cells"][0]["levels"]
+    assert [r["requests"] for r in level["dp_ranks"]] == [8, 8]
+    (finding,) = found
+    assert (finding.rank, finding.problem) == (1, "lags")
+    assert finding.request_tok_s is not None
+    assert finding.best_request_tok_s is not None
+    assert finding.request_tok_s < finding.best_request_tok_s / 2
