@@ -320,6 +320,30 @@ def acceptance_lines(summary: RunSummary, max_rows: int = 10) -> list[str]:
     return lines
 
 
+RANKS_NOTE = (
+    "Per DP rank, from the rank each request's meta_info names: requests served, output tok/s "
+    "(its tokens over the level's wall time), mean decode speed of one of its requests, "
+    "acceptance."
+)
+
+
+def rank_lines(summary: RunSummary) -> list[str]:
+    """One line per level of a DP server whose requests named their rank."""
+    lines = []
+    for cell, level in summary.levels():
+        if not level.dp_ranks:
+            continue
+        name = " ".join(part for part in (cell.name, cell.layout, cell.variant) if part)
+        parts = [
+            f"dp{r.rank} {r.requests} req, {fmt(r.output_tok_s, '.1f')} tok/s, "
+            f"{fmt(r.request_tok_s, '.1f')} tok/s per request"
+            + (f", accept {r.accept_length:.2f}" if r.accept_length is not None else "")
+            for r in level.dp_ranks
+        ]
+        lines.append(f"{name}, concurrency {level.load_label}: " + "; ".join(parts))
+    return lines
+
+
 def to_csv(summary: RunSummary) -> str:
     out = io.StringIO()
     writer = csv.writer(out)
@@ -357,6 +381,10 @@ def to_markdown(summary: RunSummary) -> str:
     if acceptance:
         lines += ["", "## Acceptance distribution", "", ACCEPTANCE_NOTE, ""]
         lines += [f"- {line}" for line in acceptance]
+    ranks = rank_lines(summary)
+    if ranks:
+        lines += ["", "## Per DP rank", "", RANKS_NOTE, ""]
+        lines += [f"- {line}" for line in ranks]
     if summary.best:
         lines += ["", "## Best per level", ""]
         lines += [

@@ -12,13 +12,23 @@ if TYPE_CHECKING:
 
 
 def print_summary(summary: RunSummary) -> None:
-    from console.bench.tables import METRIC_NOTE, SUMMARY_HEADERS, best_line, summary_rows
+    from console.bench.tables import (
+        METRIC_NOTE,
+        SUMMARY_HEADERS,
+        best_line,
+        rank_lines,
+        summary_rows,
+    )
 
     scale = summary.time_scale
     note = f"  (simulator time x{scale:g})" if scale != 1 else ""
     print(f"run {summary.run_id}: {summary.name} [{summary.status}]{note}")
     print(table(list(SUMMARY_HEADERS), summary_rows(summary)))
     print(METRIC_NOTE)
+    ranks = rank_lines(summary)
+    if ranks:
+        print("\nper DP rank (requests, output tok/s, tok/s per request, acceptance):")
+        print("\n".join(f"  {line}" for line in ranks))
     for finding in summary.findings:
         print(f"\n* {finding.kind}: {finding.message}")
     if summary.best:

@@ -30,17 +30,19 @@ class RankedLevel(LevelFacts):
     dp_ranks: tuple[RankLevel, ...] = ()
 
 
-def _bench(url: str, out: Path) -> dict:
+def _dd(*args: str) -> str:
     result = subprocess.run(
-        [
-            sys.executable, "-m", "console", "bench", "--url", url, "--concurrency", "8",
-            "--requests", "16", "--output-len", "64", "--json", "--demo", "--out", str(out),
-        ],
+        [sys.executable, "-m", "console", *args, "--demo"],
         capture_output=True, text=True, cwd=REPO, timeout=300, check=False,
         env={k: v for k, v in os.environ.items() if not k.startswith("DDCONSOLE_SIM_")},
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
-    summary: dict = json.loads(result.stdout)
+    return result.stdout
+
+
+def _bench(url: str, out: Path) -> dict:
+    load = ("--concurrency", "8", "--requests", "16", "--output-len", "64")
+    summary: dict = json.loads(_dd("bench", "--url", url, *load, "--json", "--out", str(out)))
     return summary
 
 
@@ -94,6 +96,14 @@ def test_a_slow_rank_fires_the_finding(tmp_path: Path):
     assert [r["requests"] for r in level["dp_ranks"]] == [8, 8]
     (finding,) = found
     assert (finding.rank, finding.problem) == (1, "lags")
+    # `runs show`: the per-rank lines in text, the same figures in JSON.
+    run_id, out = summary["run_id"], str(tmp_path / "runs")
+    text = _dd("runs", "show", run_id, "--out", out)
+    assert "per DP rank" in text
+    (line,) = [ln for ln in text.splitlines() if "concurrency 8: dp0 8 req" in ln]
+    assert "; dp1 8 req" in line
+    shown = json.loads(_dd("runs", "show", run_id, "--json", "--out", out))
+    assert shown["cells"][0]["levels"][0]["dp_ranks"] == level["dp_ranks"]
     assert finding.request_tok_s is not None
     assert finding.best_request_tok_s is not None
     assert finding.request_tok_s < finding.best_request_tok_s / 2
