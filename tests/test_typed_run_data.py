@@ -60,6 +60,7 @@ ALLOWED = {
     "console/cli/cmd_metrics.py:_line": "a metrics reading's --json",
     "console/cli/cmd_profiles.py:_entry_json": "a profile listing's --json",
     "console/bench/findings.py:_finding_json": "a finding's summary.json form (its to_json)",
+    "console/bench/facts.py:finding_json": "a finding's summary.json form (its to_json)",
     "console/bench/sglang_import.py:_number": "reads a bench_serving JSONL row (SGLang's)",
     "console/bench/sglang_import.py:_count": "reads a bench_serving JSONL row (SGLang's)",
     "console/bench/sglang_import.py:_ms": "reads a bench_serving JSONL row (SGLang's)",

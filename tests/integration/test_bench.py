@@ -127,11 +127,14 @@ def test_demo_campaign_reproduces_the_reference_table(free_port_profiles: dict[s
     # Every cell listened on the user's override of the profile's port, not the shipped one.
     ports = {c["plan"]["port"] for c in fingerprint["cells"]}
     assert ports == {free_port_profiles["qwen3.6-27b"]}
-    cell = fingerprint["cells"][1]
+    # Cell 1 is the chain baseline without overlap scheduling, cell 2 the first DDTree one.
+    baseline, cell = fingerprint["cells"][1], fingerprint["cells"][2]
+    assert baseline["server_info"]["speculative_algorithm"] == "DFLASH"
+    assert baseline["server_info"]["disable_overlap_schedule"] is True
     assert cell["sglang_version"] == "0.5.23"
     assert cell["server_info"]["speculative_algorithm"] == "DDTREE"
     assert "--speculative-ddtree-budget" in " ".join(cell["plan"]["argv"])
-    assert summary["cells"][1]["levels"][0]["gpu_util_pct"] > 50
+    assert summary["cells"][2]["levels"][0]["gpu_util_pct"] > 50
     shown = dd("runs", "show", summary["run_id"], "--demo", "--json")
     assert json.loads(shown.stdout)["cells"] == summary["cells"]
 
