@@ -13,10 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from console.bench.facts import CellFacts, LevelFacts
 from console.bench.rank_facts import RankLevel
 from console.bench.rank_findings import DpRankImbalance, rank_imbalances
+from console.bench.rundir import RunDir
+from console.bench.summary import load_summary
+from console.tui.widgets.run_tables import summary_view
 from tests.conftest import REPO
 from tests.simproc import QWEN, running_sim
 
@@ -104,6 +108,12 @@ def test_a_slow_rank_fires_the_finding(tmp_path: Path):
     assert "; dp1 8 req" in line
     shown = json.loads(_dd("runs", "show", run_id, "--json", "--out", out))
     assert shown["cells"][0]["levels"][0]["dp_ranks"] == level["dp_ranks"]
+    # The Runs screen's detail pane renders the same lines.
+    console = Console(width=160, record=True)
+    console.print(summary_view(load_summary(RunDir.open(Path(out), run_id)), 160))
+    detail = console.export_text()
+    assert "per DP rank" in detail
+    assert "dp1 8 req" in detail
     assert finding.request_tok_s is not None
     assert finding.best_request_tok_s is not None
     assert finding.request_tok_s < finding.best_request_tok_s / 2

@@ -19,6 +19,7 @@ from console.bench.tables import (
     best_line,
     compare_rows,
     latency_rows,
+    rank_lines,
     summary_rows,
 )
 
@@ -92,6 +93,10 @@ def summary_view(summary: RunSummary, width: int) -> RenderableType:
         Text("latency (ms)", style="bold"),
         rows_table(LATENCY_HEADERS, latency_rows(summary), width),
     ]
+    ranks = rank_lines(summary)
+    if ranks:
+        parts += [Text(""), Text("per DP rank", style="bold")]
+        parts += [Text(line) for line in ranks]
     for finding in summary.findings:
         parts.append(Text(""))
         parts.append(
