@@ -15,6 +15,7 @@ def print_summary(summary: RunSummary) -> None:
     from console.bench.tables import (
         METRIC_NOTE,
         SUMMARY_HEADERS,
+        acceptance_lines,
         best_line,
         rank_lines,
         summary_rows,
@@ -33,6 +34,10 @@ def print_summary(summary: RunSummary) -> None:
         print(f"\n* {finding.kind}: {finding.message}")
     if summary.best:
         print(f"\nbest per level: {best_line(summary)}")
+    accepted = acceptance_lines(summary)
+    if accepted:
+        print("\nacceptance distribution (accepted drafts per verify step):")
+        print("\n".join(f"  {line}" for line in accepted))
     print(f"\nfiles: {summary.run_dir}")
 
 

@@ -84,3 +84,6 @@ def test_the_architecture_campaign_contrasts_the_two_models(tmp_path: Path) -> N
     assert "budget-scaling" in shown.stdout or "budget scaling" in shown.stdout
     assert "kimi-k2.6" in shown.stdout
     assert "qwen3.6-27b" in shown.stdout
+    # Each DDTree level's acceptance distribution, as the server's histograms summed.
+    assert "acceptance distribution (accepted drafts per verify step):" in shown.stdout
+    assert "kimi-k2.6 tp8 ddtree-b64, concurrency 1: drop at draft" in shown.stdout
