@@ -18,6 +18,9 @@ class CellTraits:
     """SGLang's speculative algorithm (`off` when none)."""
     architecture: str | None = None
     ddtree_budget: int | None = None
+    tree_budget: int | None = None
+    """Another tree-drafting algorithm's budget, passed with `tree_flag`."""
+    tree_flag: str | None = None
     num_draft_tokens: int | None = None
     tp: int | None = None
     gpus: tuple[int, ...] | None = None
@@ -45,15 +48,20 @@ def _str(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def meta_from_plan(plan: Plan) -> CellTraits:
-    """From the plan the cell's server was launched from."""
+def meta_from_plan(plan: Plan, tree_flag: str | None = None) -> CellTraits:
+    """From the plan the cell's server was launched from; `tree_flag`, a tree budget flag
+    other than DDTREE's that its variant names, is read from the argv too."""
     argv = list(plan.argv)
     budget = _flag(argv, "--speculative-ddtree-budget")
     drafts = _flag(argv, "--speculative-num-draft-tokens")
+    tree = _flag(argv, tree_flag) if tree_flag else None
+    tree_budget = int(tree) if tree and tree.isdigit() else None
     return CellTraits(
         algorithm=plan.algorithm or "off",
         architecture=plan.architecture,
         ddtree_budget=int(budget) if budget and budget.isdigit() else None,
+        tree_budget=tree_budget,
+        tree_flag=tree_flag if tree_budget is not None else None,
         num_draft_tokens=int(drafts) if drafts and drafts.isdigit() else None,
         tp=plan.tp,
         gpus=plan.gpus,

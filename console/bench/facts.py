@@ -51,6 +51,29 @@ class CellFacts:
     algorithm: str | None = None
     architecture: str | None = None
     ddtree_budget: int | None = None
+    tree_budget: int | None = None
+    """The tree-drafting budget whichever flag passed it (DDTREE's too)."""
+    tree_flag: str | None = None
     status: str = "done"
     reason: str | None = None
     levels: tuple[LevelFacts, ...] = ()
+
+
+DDTREE_FLAG = "--speculative-ddtree-budget"
+
+
+def tree_of(cell: CellFacts) -> tuple[int, str] | None:
+    """A tree-drafting cell's budget and the flag that passed it (a summary that predates
+    `tree_budget` has DDTREE's `ddtree_budget` only); None for any other cell."""
+    if cell.tree_budget and cell.tree_flag:
+        return cell.tree_budget, cell.tree_flag
+    if (cell.algorithm or "").upper() == "DDTREE" and cell.ddtree_budget:
+        return cell.ddtree_budget, DDTREE_FLAG
+    return None
+
+
+def tree_label(algorithm: str | None, flag: str) -> str:
+    """How a finding names the budget: `DDTree budget`, or the algorithm's and its flag."""
+    if flag == DDTREE_FLAG:
+        return "DDTree budget"
+    return f"{algorithm or 'tree'} tree budget ({flag})"

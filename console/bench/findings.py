@@ -19,7 +19,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from console.bench.facts import CellFacts, FindingJson, FindingKind, LevelFacts, finding_json
+from console.bench.facts import (
+    CellFacts,
+    FindingJson,
+    FindingKind,
+    LevelFacts,
+    finding_json,
+    tree_label,
+    tree_of,
+)
 from console.bench.scaling import (
     BatchingEfficiency,
     BudgetScaling,
@@ -156,20 +164,26 @@ def _is_collapse(points: Sequence[_BudgetPoint]) -> bool:
 
 
 def acceptance_collapses(cells: Iterable[CellFacts]) -> list[AcceptanceCollapse]:
-    """One finding per (profile, layout, concurrency) whose DDTree budgets show a collapse.
+    """One finding per (profile, layout, tree algorithm and flag, concurrency) whose tree
+    budgets show a collapse (DDTree's, or any tree-drafting variant's `tree_budget`).
 
     A level counts when it has both an acceptance and a step time; at least two budgets must
     have one at the same concurrency.
     """
-    groups: dict[tuple[str | None, str | None], list[CellFacts]] = defaultdict(list)
+    groups: dict[tuple[str | None, str | None, str | None, str], list[CellFacts]] = defaultdict(
+        list
+    )
+    budget_of: dict[int, int] = {}
     for cell in cells:
-        if (cell.algorithm or "").upper() == "DDTREE" and cell.ddtree_budget:
-            groups[(cell.profile, cell.layout)].append(cell)
+        tree = tree_of(cell)
+        if tree is not None:
+            groups[(cell.profile, cell.layout, cell.algorithm, tree[1])].append(cell)
+            budget_of[id(cell)] = tree[0]
     found: list[AcceptanceCollapse] = []
-    for (profile, layout), group in groups.items():
+    for (profile, layout, algorithm, flag), group in groups.items():
         if len(group) < 2:
             continue
-        group.sort(key=lambda c: c.ddtree_budget or 0)
+        group.sort(key=lambda c: budget_of[id(c)])
         concurrencies = {lv.concurrency for c in group for lv in c.levels}
         for concurrency in sorted(x for x in concurrencies if x is not None):
             points: list[_BudgetPoint] = []
@@ -182,10 +196,10 @@ def acceptance_collapses(cells: Iterable[CellFacts]) -> list[AcceptanceCollapse]
                     ),
                     None,
                 )
-                if level and level.accept_length and level.step_time_s and cell.ddtree_budget:
+                if level and level.accept_length and level.step_time_s:
                     points.append(
                         _BudgetPoint(
-                            budget=cell.ddtree_budget,
+                            budget=budget_of[id(cell)],
                             accept=level.accept_length,
                             step_s=level.step_time_s,
                             architecture=cell.architecture,
@@ -200,7 +214,9 @@ def acceptance_collapses(cells: Iterable[CellFacts]) -> list[AcceptanceCollapse]
                     profile=profile,
                     layout=layout,
                     concurrency=concurrency,
-                    message=_collapse_message(profile, layout, concurrency, points, hybrid),
+                    message=_collapse_message(
+                        profile, layout, concurrency, points, hybrid, tree_label(algorithm, flag)
+                    ),
                     cause="hybrid-gdn-sibling-state" if hybrid else None,
                 )
             )
@@ -213,15 +229,16 @@ def _collapse_message(
     concurrency: int,
     points: Sequence[_BudgetPoint],
     hybrid: bool,
+    label: str,
 ) -> str:
     budgets = " -> ".join(str(p.budget) for p in points)
     accepts = " -> ".join(f"{p.accept:.1f}" for p in points)
     steps = " -> ".join(f"{p.step_s * 1000:.0f}" for p in points)
     message = (
         f"{profile} {layout}, concurrency {concurrency}: acceptance collapses as "
-        f"the DDTree budget grows ({budgets}): accepted tokens per step "
-        f"{accepts}, while the step time does not rise ({steps} ms). The extra "
-        "tree nodes are verified but not accepted."
+        f"the {label} grows ({budgets}): accepted tokens per step "
+        f"{accepts}, while the step is no slower than at the smallest budget ({steps} ms). "
+        "The extra tree nodes are verified but not accepted."
     )
     if hybrid:
         message += f" Likely cause: {HYBRID_CAUSE}."

@@ -224,6 +224,9 @@ class CellMeta:
     algorithm: str | None = None
     architecture: str | None = None
     ddtree_budget: int | None = None
+    tree_budget: int | None = None
+    """A tree-drafting budget other than DDTREE's, passed with `tree_flag`."""
+    tree_flag: str | None = None
     num_draft_tokens: int | None = None
     tp: int | None = None
     server_id: str | None = None
@@ -239,7 +242,8 @@ class CellMeta:
 
     KEYS: ClassVar[tuple[str, ...]] = (
         "cell_id", "profile", "layout", "variant", "algorithm", "architecture",
-        "ddtree_budget", "num_draft_tokens", "tp", "server_id", "url", "status", "reason",
+        "ddtree_budget", "tree_budget", "tree_flag", "num_draft_tokens", "tp", "server_id",
+        "url", "status", "reason",
         "gpus", "plan", "server_info", "sglang_version", "time_scale",
     )  # fmt: skip
     ALWAYS: ClassVar[tuple[str, ...]] = ("cell_id", "profile", "layout", "variant")
@@ -283,6 +287,8 @@ class CellMeta:
             algorithm=json_field(data, "algorithm", (str,), where),
             architecture=json_field(data, "architecture", (str,), where),
             ddtree_budget=json_field(data, "ddtree_budget", (int,), where),
+            tree_budget=json_field(data, "tree_budget", (int,), where),
+            tree_flag=json_field(data, "tree_flag", (str,), where),
             num_draft_tokens=json_field(data, "num_draft_tokens", (int,), where),
             tp=json_field(data, "tp", (int,), where),
             server_id=json_field(data, "server_id", (str,), where),
@@ -614,6 +620,10 @@ class CellSummary:
     """SGLang's speculative algorithm (`off` when none); None when the server did not say."""
     architecture: str | None = None
     ddtree_budget: int | None = None
+    tree_budget: int | None = None
+    """The tree-drafting budget whichever flag passed it (DDTREE's too), None for none."""
+    tree_flag: str | None = None
+    """The flag that passed `tree_budget` (`--speculative-ddtree-budget` for DDTREE)."""
     server: str | None = None
     """The managed server's id, or the URL of a server given on the command line."""
     status: str = "pending"
@@ -645,6 +655,8 @@ class CellSummary:
             "algorithm": self.algorithm,
             "architecture": self.architecture,
             "ddtree_budget": self.ddtree_budget,
+            "tree_budget": self.tree_budget,
+            "tree_flag": self.tree_flag,
             "server": self.server,
             "status": self.status,
             "reason": self.reason,
@@ -664,6 +676,8 @@ class CellSummary:
             algorithm=_opt_str(data.get("algorithm")),
             architecture=_opt_str(data.get("architecture")),
             ddtree_budget=_opt_int(data.get("ddtree_budget")),
+            tree_budget=_opt_int(data.get("tree_budget")),
+            tree_flag=_opt_str(data.get("tree_flag")),
             server=_opt_str(data.get("server")),
             status=str(data.get("status") or "pending"),
             reason=_opt_str(data.get("reason")),
@@ -679,6 +693,8 @@ class CellSummary:
             algorithm=self.algorithm,
             architecture=self.architecture,
             ddtree_budget=self.ddtree_budget,
+            tree_budget=self.tree_budget,
+            tree_flag=self.tree_flag,
             status=self.status,
             reason=self.reason,
             # A level cut short is no result: no finding rests on it.

@@ -18,7 +18,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from console.bench.facts import CellFacts, FindingJson, FindingKind, LevelFacts, finding_json
+from console.bench.facts import (
+    DDTREE_FLAG,
+    CellFacts,
+    FindingJson,
+    FindingKind,
+    LevelFacts,
+    finding_json,
+    tree_label,
+    tree_of,
+)
 
 # Acceptance trends over growing budgets. Collapse: the largest budget's acceptance is
 # below 85% of the smallest's and no budget step raises it by more than 2% (the thresholds
@@ -73,6 +82,9 @@ class ModelScaling:
     profile: str | None
     layout: str | None
     architecture: str | None
+    algorithm: str | None
+    tree_flag: str
+    """The flag that passed the budgets (`--speculative-ddtree-budget` for DDTree)."""
     budgets: tuple[int, ...]
     accept_lengths: tuple[float, ...]
     trend: Trend
@@ -89,6 +101,8 @@ class ModelScaling:
             profile=_opt_str(data.get("profile")),
             layout=_opt_str(data.get("layout")),
             architecture=_opt_str(data.get("architecture")),
+            algorithm=_opt_str(data.get("algorithm")),
+            tree_flag=str(data.get("tree_flag") or DDTREE_FLAG),
             budgets=tuple(int(b) for b in data.get("budgets") or ()),
             accept_lengths=tuple(float(a) for a in data.get("accept_lengths") or ()),
             trend=found if found in ("collapses", "falls", "holds", "rises") else "mixed",  # type: ignore[arg-type]
@@ -102,9 +116,11 @@ class ModelScaling:
         accepts = " -> ".join(f"{a:.1f}" for a in self.accept_lengths)
         verb = {"collapses": "collapses", "falls": "falls", "holds": "holds", "rises": "rises"}
         what = verb.get(self.trend, "moves unevenly")
+        label = tree_label(self.algorithm, self.tree_flag)
+        tree = "budgets" if self.tree_flag == DDTREE_FLAG else f"{label}s"
         return (
             f"acceptance {what} on {self.profile} {self.layout} ({self.architecture or 'unknown'}"
-            f" architecture; budgets {budgets}: {accepts} accepted tokens per step)"
+            f" architecture; {tree} {budgets}: {accepts} accepted tokens per step)"
         )
 
     def best(self) -> str:
@@ -154,12 +170,13 @@ def _best(
 
 
 def budget_scalings(cells: Iterable[CellFacts]) -> list[BudgetScaling]:
-    """One finding per concurrency at which two or more models (profile and layout) each
-    have at least two DDTree budgets with an acceptance length."""
+    """One finding per concurrency at which two or more models (profile and layout, per
+    tree-drafting algorithm) each have at least two tree budgets with an acceptance length."""
     groups: dict[tuple[str | None, str | None], list[CellFacts]] = defaultdict(list)
     for cell in cells:
         if cell.status != "failed":
             groups[(cell.profile, cell.layout)].append(cell)
+    trees = {id(cell): tree for g in groups.values() for cell in g if (tree := tree_of(cell))}
     concurrencies = sorted(
         {lv.concurrency for g in groups.values() for c in g for lv in c.levels if lv.concurrency}
     )
@@ -167,31 +184,37 @@ def budget_scalings(cells: Iterable[CellFacts]) -> list[BudgetScaling]:
     for concurrency in concurrencies:
         models: list[ModelScaling] = []
         for (profile, layout), group in groups.items():
-            points = sorted(
-                (cell.ddtree_budget, level.accept_length, cell.architecture)
-                for cell in group
-                if (cell.algorithm or "").upper() == "DDTREE"
-                and cell.ddtree_budget
-                and (level := _closed_loop(cell, concurrency)) is not None
-                and level.accept_length
+            sweeps: dict[tuple[str | None, str], list[tuple[int, float, str | None]]] = defaultdict(
+                list
             )
-            if len(points) < 2:
-                continue
-            accepts = tuple(float(a) for _, a, _ in points if a is not None)
+            for cell in group:
+                tree = trees.get(id(cell))
+                level = _closed_loop(cell, concurrency)
+                if tree is not None and level is not None and level.accept_length:
+                    sweeps[(cell.algorithm, tree[1])].append(
+                        (tree[0], level.accept_length, cell.architecture)
+                    )
             best_variant, best_tok_s, best_speedup = _best(group, concurrency)
-            models.append(
-                ModelScaling(
-                    profile=profile,
-                    layout=layout,
-                    architecture=points[0][2],
-                    budgets=tuple(int(b) for b, _, _ in points if b is not None),
-                    accept_lengths=accepts,
-                    trend=trend(accepts),
-                    best_variant=best_variant,
-                    best_tok_s=best_tok_s,
-                    best_speedup=best_speedup,
+            for (algorithm, flag), found_points in sweeps.items():
+                points = sorted(found_points)
+                if len(points) < 2:
+                    continue
+                accepts = tuple(accept for _, accept, _ in points)
+                models.append(
+                    ModelScaling(
+                        profile=profile,
+                        layout=layout,
+                        architecture=points[0][2],
+                        algorithm=algorithm,
+                        tree_flag=flag,
+                        budgets=tuple(budget for budget, _, _ in points),
+                        accept_lengths=accepts,
+                        trend=trend(accepts),
+                        best_variant=best_variant,
+                        best_tok_s=best_tok_s,
+                        best_speedup=best_speedup,
+                    )
                 )
-            )
         if len(models) < 2:
             continue
         message = (

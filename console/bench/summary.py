@@ -34,6 +34,7 @@ from console.bench.rundir import RunDir, RunWriteError
 from console.bench.stats import describe, mean, percentile
 from console.bench.tables import to_csv, to_markdown
 from console.core.errors import ConsoleError
+from console.profiles.models import DDTREE_BUDGET_FLAG
 from console.telemetry.run_telemetry import RunGpuReading, run_gpu_readings
 
 SUMMARY_FILE = "summary.json"
@@ -230,6 +231,8 @@ def summarize_run(run: RunDir) -> RunSummary:
                 algorithm=cell.algorithm,
                 architecture=cell.architecture,
                 ddtree_budget=cell.ddtree_budget,
+                tree_budget=cell.tree_budget or cell.ddtree_budget,
+                tree_flag=cell.tree_flag or (DDTREE_BUDGET_FLAG if cell.ddtree_budget else None),
                 server=cell.server_id or cell.url,
                 status=cell.status,
                 reason=cell.reason,

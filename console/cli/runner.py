@@ -54,10 +54,21 @@ def bench_cell(services: Services, request: BenchRequest) -> tuple[BenchRequest,
         plan.profile,
         plan.layout,
         plan.variant,
-        meta_from_plan(plan),
+        meta_from_plan(plan, _tree_flag(services, plan.profile, plan.variant)),
         server,
     )
     return dataclasses.replace(request, server_id=status.id), cell
+
+
+def _tree_flag(services: Services, profile: str, variant: str) -> str | None:
+    """The tree budget flag a profile's variant names, besides DDTREE's (its value is read
+    from the plan's argv, which says what the server was launched with)."""
+    from console.core.errors import ConsoleError
+
+    try:
+        return services.catalog.get(profile).profile.variants[variant].tree_budget_flag
+    except (ConsoleError, KeyError):
+        return None  # a profile removed or changed since the launch: no tree flag known
 
 
 def campaign_cells(services: Services, request: CampaignRequest) -> list[CellPlan]:
@@ -79,6 +90,8 @@ def campaign_cells(services: Services, request: CampaignRequest) -> list[CellPla
                     algorithm=variant.algorithm.value,
                     architecture=loaded.profile.model.architecture.value,
                     ddtree_budget=variant.ddtree_budget,
+                    tree_budget=variant.tree_budget,
+                    tree_flag=variant.tree_budget_flag,
                 ),
             )
         )

@@ -191,3 +191,55 @@ def test_both_read_back_from_their_json_in_find_alls_order() -> None:
         "efficiency",
         "verdict",
     ]
+
+
+def tree_cell(
+    algorithm: str, flag: str, budget: int, accept: float, step_s: float, profile: str = "q"
+) -> CellFacts:
+    return CellFacts(
+        profile=profile,
+        layout="tp1",
+        variant=f"{algorithm.lower()}-t{budget}",
+        algorithm=algorithm,
+        architecture="hybrid-gdn",
+        ddtree_budget=budget if algorithm == "DDTREE" else None,
+        tree_budget=budget,
+        tree_flag=flag,
+        levels=(
+            LevelFacts(
+                concurrency=1,
+                accept_length=accept,
+                step_time_s=step_s,
+                output_tok_s=accept / step_s,
+                requests=16,
+            ),
+        ),
+    )
+
+
+def test_another_tree_algorithm_is_judged_like_ddtree_and_apart_from_it() -> None:
+    """A DFLASH tree-width sweep (an open SGLang pull request's flag, named in the profile)
+    collapses and scales as DDTree's budgets do, each algorithm on its own."""
+    width = "--speculative-dflash-tree-width"
+    dflash = [tree_cell("DFLASH", width, w, a, 0.06) for w, a in ((2, 6.0), (4, 4.0), (8, 3.0))]
+    ddtree = [
+        tree_cell("DDTREE", "--speculative-ddtree-budget", b, a, s)
+        for b, a, s in ((15, 15.0, 0.0865), (32, 5.0, 0.054), (64, 4.0, 0.062))
+    ]
+    found = find_all([*dflash, *ddtree])
+    collapses = [f for f in found if f.kind == "acceptance-collapse"]
+    assert len(collapses) == 2
+    messages = " | ".join(f.message for f in collapses)
+    assert messages.count("the DDTree budget grows (15 -> 32 -> 64)") == 1
+    assert messages.count(f"the DFLASH tree budget ({width}) grows (2 -> 4 -> 8)") == 1
+    kimi = [
+        tree_cell("DFLASH", width, w, a, 0.07, profile="k")
+        for w, a in ((2, 5.0), (4, 6.0), (8, 6.5))
+    ]
+    (scaling,) = budget_scalings([*dflash, *kimi])
+    assert [(m.profile, m.algorithm, m.tree_flag, m.trend) for m in scaling.models] == [
+        ("q", "DFLASH", width, "collapses"),
+        ("k", "DFLASH", width, "rises"),
+    ]
+    assert f"DFLASH tree budget ({width})s 2 -> 4 -> 8" in scaling.message
+    assert finding_from_json(json.loads(json.dumps(scaling.to_json()))) == scaling
