@@ -413,7 +413,7 @@ class LiveBackend:
             raise ActionRefused(exc.message) from None
         if self.demo:
             # On the simulator the sweep shows the same acceptance collapse with fewer,
-            # shorter requests: about a minute instead of seven.
+            # shorter requests: about a minute and a half instead of nine.
             spec = request.spec.model_copy(
                 update={"requests": DEMO_SWEEP_REQUESTS, "output_len": DEMO_SWEEP_OUTPUT_LEN}
             )
