@@ -291,8 +291,15 @@ def latency_rows(summary: RunSummary) -> list[list[str]]:
 
 
 def best_line(summary: RunSummary) -> str:
+    """The best cell per level; with several models in the run, each named with its model
+    (the best across models at a level is rarely the question: budget-scaling says each
+    model's own best)."""
+    several = len({cell.profile for cell in summary.cells}) > 1
     return "; ".join(
-        f"{b.load_label}: {b.variant or b.profile} {b.output_tok_s:.1f} tok/s" for b in summary.best
+        f"{b.load_label}: "
+        + (f"{b.profile} " if several and b.profile else "")
+        + f"{b.variant or b.profile} {b.output_tok_s:.1f} tok/s"
+        for b in summary.best
     )
 
 
@@ -354,6 +361,63 @@ def to_csv(summary: RunSummary) -> str:
     return out.getvalue()
 
 
+@dataclass(frozen=True)
+class SideBySide:
+    """One budget-scaling finding as a table: a column per model, a row per budget."""
+
+    title: str
+    headers: tuple[str, ...]
+    rows: list[list[str]]
+
+
+def scaling_tables(summary: RunSummary) -> list[SideBySide]:
+    """Each budget-scaling finding's models side by side: accepted tokens per step at each
+    budget, the trend, and the model's best variant with its tok/s and speedup."""
+    from console.bench.scaling import BudgetScaling
+
+    tables = []
+    for finding in summary.findings:
+        if not isinstance(finding, BudgetScaling):
+            continue
+        models = finding.models
+        budgets = sorted({b for m in models for b in m.budgets})
+        rows = [
+            [
+                f"budget {budget}",
+                *(
+                    f"{m.accept_lengths[m.budgets.index(budget)]:.1f}"
+                    if budget in m.budgets
+                    else "-"
+                    for m in models
+                ),
+            ]
+            for budget in budgets
+        ]
+        rows.append(["acceptance", *(m.trend for m in models)])
+        rows.append(["best variant", *(m.best_variant or "-" for m in models)])
+        rows.append(
+            [
+                "best tok/s",
+                *(
+                    "-"
+                    if m.best_tok_s is None
+                    else f"{m.best_tok_s:.0f}"
+                    + ("" if m.best_speedup is None else f" ({m.best_speedup:.1f}x)")
+                    for m in models
+                ),
+            ]
+        )
+        headers = (
+            "",
+            *(f"{m.profile} {m.layout} ({m.architecture or '?'})" for m in models),
+        )
+        title = (
+            f"budget scaling at concurrency {finding.concurrency} (accepted tokens per verify step)"
+        )
+        tables.append(SideBySide(title, headers, rows))
+    return tables
+
+
 def to_markdown(summary: RunSummary) -> str:
     lines = [f"# Run {summary.run_id}", ""]
     lines.append(
@@ -374,6 +438,10 @@ def to_markdown(summary: RunSummary) -> str:
         "(output tokens - 1), i.e. vLLM's TPOT. Acceptance is tokens committed per verify "
         "step (bonus included) from SGLang's counters before and after each level.",
     ]
+    for side in scaling_tables(summary):
+        lines += ["", f"## {side.title[0].upper()}{side.title[1:]}", ""]
+        lines += ["| " + " | ".join(side.headers) + " |", "|" + " --- |" * len(side.headers)]
+        lines += ["| " + " | ".join(row) + " |" for row in side.rows]
     if summary.findings:
         lines += ["", "## Findings", ""]
         lines += [f"- **{f.kind}**: {f.message}" for f in summary.findings]

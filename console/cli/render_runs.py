@@ -18,6 +18,7 @@ def print_summary(summary: RunSummary) -> None:
         acceptance_lines,
         best_line,
         rank_lines,
+        scaling_tables,
         summary_rows,
     )
 
@@ -30,6 +31,9 @@ def print_summary(summary: RunSummary) -> None:
     if ranks:
         print("\nper DP rank (requests, output tok/s, tok/s per request, acceptance):")
         print("\n".join(f"  {line}" for line in ranks))
+    for side in scaling_tables(summary):
+        print(f"\n{side.title}:")
+        print(table(list(side.headers), side.rows))
     for finding in summary.findings:
         print(f"\n* {finding.kind}: {finding.message}")
     if summary.best:

@@ -84,6 +84,12 @@ def test_the_architecture_campaign_contrasts_the_two_models(tmp_path: Path) -> N
     assert "budget-scaling" in shown.stdout or "budget scaling" in shown.stdout
     assert "kimi-k2.6" in shown.stdout
     assert "qwen3.6-27b" in shown.stdout
+    # Both models side by side: a column each, a row per budget.
+    assert "budget scaling at concurrency 1 (accepted tokens per verify step):" in shown.stdout
+    side = shown.stdout.split("budget scaling at concurrency 1")[1].splitlines()
+    assert "qwen3.6-27b tp1 (hybrid-gdn)" in side[1]
+    assert "kimi-k2.6 tp8 (attention-mla-moe)" in side[1]
+    assert side[2].split()[:2] == ["budget", "15"]
     # Each DDTree level's acceptance distribution, as the server's histograms summed.
     assert "acceptance distribution (accepted drafts per verify step):" in shown.stdout
     assert "kimi-k2.6 tp8 ddtree-b64, concurrency 1: drop at draft" in shown.stdout

@@ -20,6 +20,7 @@ from console.bench.tables import (
     compare_rows,
     latency_rows,
     rank_lines,
+    scaling_tables,
     summary_rows,
 )
 
@@ -53,14 +54,17 @@ KEEP_ORDER = (
     "LAYOUT",
     "PROFILE",
 )
-LEFT = {"PROFILE", "LAYOUT", "VARIANT", "CELL"}
+LEFT = {"PROFILE", "LAYOUT", "VARIANT", "CELL", ""}
 
 
-def rows_table(headers: Sequence[str], rows: list[list[str]], width: int) -> Table:
+def rows_table(
+    headers: Sequence[str], rows: list[list[str]], width: int, essential: Sequence[str] = ()
+) -> Table:
     """A table of whole columns: when it does not fit, the least important columns go,
-    never a value cut in half."""
+    never a value cut in half; `essential` columns go last (after VARIANT)."""
     natural = [max([len(h), *(len(r[i]) for r in rows)]) + 1 for i, h in enumerate(headers)]
-    rank = {h: n for n, h in enumerate(KEEP_ORDER)}
+    order = (*essential, *(h for h in KEEP_ORDER if h not in essential))
+    rank = {h: n for n, h in enumerate(order)}
     keep = list(range(len(headers)))
     by_importance = sorted(keep, key=lambda i: rank.get(headers[i], len(KEEP_ORDER)))
     while len(keep) > 1 and sum(natural[i] for i in keep) > width:
@@ -86,17 +90,22 @@ def summary_view(summary: RunSummary, width: int) -> RenderableType:
     )
     if scale != 1:
         head.append(f"  simulator time x{scale:g}", style="dim")
+    # Cells of several models: the profile tells their rows apart, so it stays.
+    essential = ("PROFILE",) if len({cell.profile for cell in summary.cells}) > 1 else ()
     parts: list[RenderableType] = [
         head,
-        rows_table(SUMMARY_HEADERS, summary_rows(summary), width),
+        rows_table(SUMMARY_HEADERS, summary_rows(summary), width, essential),
         Text(""),
         Text("latency (ms)", style="bold"),
-        rows_table(LATENCY_HEADERS, latency_rows(summary), width),
+        rows_table(LATENCY_HEADERS, latency_rows(summary), width, essential),
     ]
     ranks = rank_lines(summary)
     if ranks:
         parts += [Text(""), Text("per DP rank", style="bold")]
         parts += [Text(line) for line in ranks]
+    for side in scaling_tables(summary):
+        parts += [Text(""), Text(side.title, style="bold")]
+        parts.append(rows_table(side.headers, side.rows, width))
     for finding in summary.findings:
         parts.append(Text(""))
         parts.append(

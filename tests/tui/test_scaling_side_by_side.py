@@ -1,0 +1,47 @@
+"""The Runs detail puts a budget-scaling finding's models side by side: one column per model
+(its architecture named), a row per DDTree budget with the accepted tokens per step, then the
+trend and each model's best variant; at 80 columns the model columns stay whole.
+
+The summary is the one `campaigns/ddtree-architectures.toml` produced in demo mode (4
+requests per level), kept as JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from console.bench.results import RunSummary
+from console.tui.widgets.run_tables import summary_view
+
+SUMMARY = Path(__file__).resolve().parent / "fixtures" / "summaries" / "ddtree-architectures.json"
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_the_models_stand_side_by_side_in_the_runs_detail(width: int) -> None:
+    summary = RunSummary.from_json(json.loads(SUMMARY.read_text()))
+    console = Console(width=width, record=True)
+    console.print(summary_view(summary, width))
+    shown = console.export_text()
+    assert "budget scaling at concurrency 1 (accepted tokens per verify step)" in shown
+    lines = shown.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("budget scaling at"))
+    header, *rows = lines[head + 1 : head + 8]
+    assert "qwen3.6-27b tp1 (hybrid-gdn)" in header
+    assert "kimi-k2.6 tp8 (attention-mla-moe)" in header
+    labels = ("budget 15", "budget 32", "budget 64", "acceptance", "best variant", "best tok/s")
+    by_label = {}
+    for row in rows:
+        label = next(name for name in labels if row.startswith(name))
+        by_label[label] = row[len(label) :].split()
+    assert by_label["budget 15"] == ["15.1", "6.3"]
+    assert by_label["budget 64"] == ["3.9", "8.9"]
+    assert by_label["acceptance"] == ["collapses", "rises"]
+    assert by_label["best variant"] == ["ddtree-b15", "ddtree-b32"]
+    # Several models: the cells' table keeps the profile at any width, and the best per
+    # level names its model.
+    assert any(line.startswith("kimi-k2.6 ") and " off " in line for line in lines)
+    assert "best per level: 1: qwen3.6-27b ddtree-b15 167.8 tok/s" in shown
+    assert all(len(line) <= width for line in lines)
