@@ -10,6 +10,7 @@ srt/managers/data_parallel_controller.py:880-899).
 from __future__ import annotations
 
 import asyncio
+import statistics
 import time
 from pathlib import Path
 
@@ -116,7 +117,8 @@ def test_slow_rank_piles_up_requests_and_decodes_each_slower(tmp_path: Path):
     fast, slow = per_request(0), per_request(1)
     assert fast
     assert slow
-    assert max(slow) < max(fast) / 2
+    # Medians: a rank's rate spans the poll interval, its running count is one instant.
+    assert statistics.median(slow) < statistics.median(fast) / 2
 
 
 def test_dp1_server_has_no_rank_rows(tmp_path: Path):
