@@ -117,6 +117,9 @@ class Progress:
     run_eta_s: float | None = None
     """Real seconds left for the whole run, at its pace so far (server launches included);
     None until a request has finished."""
+    correct_drafts_histogram: tuple[int, ...] | None = None
+    """The level's finished requests' `spec_correct_drafts_histogram`s summed so far: verify
+    steps by drafts accepted (None when no request carried one)."""
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -133,6 +136,11 @@ class Progress:
             "level_progress": None if self.live is None else self.live.to_json(),
             "phase": self.phase,
             "run_eta_s": self.run_eta_s,
+            "correct_drafts_histogram": (
+                None
+                if self.correct_drafts_histogram is None
+                else list(self.correct_drafts_histogram)
+            ),
         }
 
     @classmethod
@@ -162,7 +170,21 @@ class Progress:
             live=LevelProgress.from_json(data.get("level_progress")),
             phase=None if data.get("phase") is None else str(data.get("phase"))[:200],
             run_eta_s=number("run_eta_s"),
+            correct_drafts_histogram=_histogram(data.get("correct_drafts_histogram")),
         )
+
+
+MAX_HISTOGRAM = 1024
+"""Draft counts a progress file's histogram may list (a tree's budget is far below)."""
+
+
+def _histogram(value: object) -> tuple[int, ...] | None:
+    """A list of non-negative step counts, else None (a damaged or older file)."""
+    if not isinstance(value, list) or not value or len(value) > MAX_HISTOGRAM:
+        return None
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value):
+        return None
+    return tuple(value)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

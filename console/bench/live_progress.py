@@ -8,6 +8,7 @@ import time
 from bisect import insort
 from dataclasses import replace
 
+from console.bench.acceptance import sum_histograms
 from console.bench.levels import LevelSpec
 from console.bench.listing import LevelProgress, Progress
 from console.bench.results import RequestResult
@@ -38,6 +39,8 @@ class LevelTracker:
         self.output_tokens = 0
         self.ttfts: list[float] = []
         self.itls: list[float] = []
+        self.histogram: tuple[int, ...] | None = None
+        """The finished requests' accepted-drafts histograms, summed."""
 
     def add(self, result: RequestResult) -> None:
         self.completed += 1
@@ -51,6 +54,8 @@ class LevelTracker:
             insort(self.ttfts, result.ttft_s)
         if result.itl_s is not None:
             insort(self.itls, result.itl_s)
+        if result.spec_correct_drafts_histogram:
+            self.histogram = sum_histograms([self.histogram, result.spec_correct_drafts_histogram])
 
     def live(self, now: float | None = None) -> LevelProgress:
         now = time.time() if now is None else now
@@ -95,4 +100,5 @@ class LevelTracker:
             itl_p50_s=percentile(self.itls, 50),
             itl_p99_s=percentile(self.itls, 99),
             live=self.live(now),
+            correct_drafts_histogram=self.histogram,
         )

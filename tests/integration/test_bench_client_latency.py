@@ -18,7 +18,7 @@ from console.telemetry.store import TimeSeriesStore
 from console.tui.views import ServerView
 from console.tui.widgets.now_line import now_line
 from tests.conftest import run_cli_subprocess
-from tests.simproc import QWEN, running_sim
+from tests.simproc import MTP, QWEN, running_sim
 
 
 def _wait_for_latency(run_dir: Path, timeout: float = 90) -> Progress:
@@ -114,3 +114,46 @@ def test_the_dashboard_line_shows_both_sources_labelled() -> None:
     assert "TTFT p50/p99 <100/<100 ms" in alone
     assert "bench" not in alone
     assert "server TTFT" not in alone
+
+
+def _wait_for_histogram(run_dir: Path, timeout: float = 90) -> Progress:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        rows = [r for r in list_runs(run_dir.parent) if r.path == run_dir]
+        progress = rows[0].progress if rows else None
+        if progress is not None and progress.correct_drafts_histogram is not None:
+            return progress
+        time.sleep(0.2)
+    raise AssertionError(f"no acceptance histogram in {run_dir}/progress.json after {timeout} s")
+
+
+def test_a_running_speculative_bench_publishes_its_acceptance_histogram(tmp_path: Path) -> None:
+    """The finished requests' spec_correct_drafts_histograms, summed, reach progress.json
+    while the level runs, and the dashboard line draws them with the drop position."""
+    with running_sim(MTP, tmp_path, speed=2) as sim:
+        started = run_cli_subprocess(
+            *("bench", "--url", sim.url, "--concurrency", "4", "--requests", "400"),
+            *("--input-len", "64", "--output-len", "32", "--detach", "--json"),
+        )
+        assert started.returncode == 0, started.stderr
+        detached = json.loads(started.stdout)
+        try:
+            progress = _wait_for_histogram(Path(detached["run_dir"]))
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(detached["pid"]), signal.SIGTERM)
+    histogram = progress.correct_drafts_histogram
+    assert histogram is not None
+    # MTP drafts 3 tokens a step (num_draft_tokens 4): 0 to 3 of them are accepted.
+    assert 2 <= len(histogram) <= 4, histogram
+    assert sum(histogram) >= 32 // 4  # at least one request's verify steps
+    store = TimeSeriesStore(100)
+    store.put_latest(_sample())
+    store.commit()
+    view = ServerView(
+        id="qwen", profile="qwen3.6-27b", layout="tp1", variant="mtp", state="ready",
+        port=None, gpus=(0,),
+    )  # fmt: skip
+    line = now_line(store, view, width=400, client=progress).plain
+    assert "bench drafts 0.. " in line
+    assert " drop " in line.split("bench drafts 0..")[1]

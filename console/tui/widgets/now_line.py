@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from console.bench.acceptance import drop_position, sparkline
 from console.bench.listing import Progress
 from console.telemetry.quantile import Quantile, format_quantile
 from console.telemetry.samples import ServerSample
@@ -91,6 +92,17 @@ def now_line(
             ("bench TTFT p50/p99", _exact_pair(client.ttft_p50_s, client.ttft_p99_s)),
             ("bench ITL p50/p99", _exact_pair(client.itl_p50_s, client.itl_p99_s)),
         ]
+    if client is not None and client.correct_drafts_histogram:
+        # The running benchmark's accepted drafts per verify step, 0 first, and where
+        # acceptance drops (the first position fewer than half of the steps reach).
+        histogram = client.correct_drafts_histogram
+        drop = drop_position(histogram)
+        fields.append(
+            (
+                "bench drafts 0..",
+                f"{sparkline(histogram)} drop {'-' if drop is None else drop}",
+            )
+        )
     fields.append(
         ("KV", _num(None if sample.token_usage is None else sample.token_usage * 100, ".0f") + "%")
     )
