@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from console.bench.rank_facts import RankLevel
+
 # A finding's `summary.json` object: the serialisation boundary, not run data passed between
 # modules (those pass the typed findings).
 FindingJson = dict[str, Any]
@@ -16,6 +18,7 @@ FindingKind = Literal[
     "cell-failed",
     "budget-scaling",
     "batching-efficiency",
+    "dp-rank-imbalance",
 ]
 
 
@@ -39,6 +42,8 @@ class LevelFacts:
     """An open-loop level's request rate (its concurrency is then a cap, not the load)."""
     requests: int | None = None
     """Requests the level completed (fewer than its concurrency: not that many in flight)."""
+    dp_ranks: tuple[RankLevel, ...] = ()
+    """Per-DP-rank figures (a server with dp > 1 whose requests named their rank)."""
 
 
 @dataclass(frozen=True, kw_only=True)

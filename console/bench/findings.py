@@ -28,6 +28,7 @@ from console.bench.facts import (
     tree_label,
     tree_of,
 )
+from console.bench.rank_findings import DpRankImbalance, rank_imbalances
 from console.bench.scaling import (
     BatchingEfficiency,
     BudgetScaling,
@@ -112,7 +113,14 @@ class CellFailed:
         return _finding_json(self)
 
 
-Finding = AcceptanceCollapse | ChunkAcceptMismatch | CellFailed | BudgetScaling | BatchingEfficiency
+Finding = (
+    AcceptanceCollapse
+    | ChunkAcceptMismatch
+    | CellFailed
+    | BudgetScaling
+    | BatchingEfficiency
+    | DpRankImbalance
+)
 
 
 def finding_from_json(data: Mapping[str, Any]) -> Finding:
@@ -144,6 +152,8 @@ def finding_from_json(data: Mapping[str, Any]) -> Finding:
         return BudgetScaling.from_json(data)
     if kind == BatchingEfficiency.kind:
         return BatchingEfficiency.from_json(data)
+    if kind == DpRankImbalance.kind:
+        return DpRankImbalance.from_json(data)
     raise ValueError(f"unknown finding kind {kind!r}")
 
 
@@ -296,6 +306,7 @@ def find_all(cells: Sequence[CellFacts]) -> list[Finding]:
     found.extend(acceptance_collapses(cells))
     found.extend(budget_scalings(cells))
     found.extend(batching_efficiencies(cells))
+    found.extend(rank_imbalances(cells))
     found.extend(chunk_accept_mismatches(cells))
     found.extend(cell_failures(cells))
     return found

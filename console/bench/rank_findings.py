@@ -158,12 +158,6 @@ def _message(cell: CellFacts, rank: int, problem: Problem, seen: list[_Seen]) ->
     )
 
 
-def _rank_levels(level: object) -> tuple[RankLevel, ...]:
-    """A level's per-rank figures: `LevelFacts.dp_ranks` once facts carry them."""
-    ranks = getattr(level, "dp_ranks", ())
-    return tuple(r if isinstance(r, RankLevel) else RankLevel.from_json(r) for r in ranks)
-
-
 def rank_imbalances(cells: Iterable[CellFacts]) -> list[DpRankImbalance]:
     """One finding per cell, DP rank and problem (starves, lags) over the cell's levels."""
     found: list[DpRankImbalance] = []
@@ -172,7 +166,7 @@ def rank_imbalances(cells: Iterable[CellFacts]) -> list[DpRankImbalance]:
             continue
         seen: dict[tuple[int, Problem], list[_Seen]] = {}
         for level in cell.levels:
-            for key, one in _level_problems(_rank_levels(level), level.concurrency).items():
+            for key, one in _level_problems(level.dp_ranks, level.concurrency).items():
                 seen.setdefault(key, []).append(one)
         for (rank, problem), levels in sorted(seen.items()):
             worst = min(levels, key=lambda s: s.severity)

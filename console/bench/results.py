@@ -589,6 +589,7 @@ class LevelSummary:
             output_tok_s=self.output_tok_s,
             rate=self.rate,
             requests=self.requests,
+            dp_ranks=self.dp_ranks,
         )
 
 

@@ -42,7 +42,12 @@ def test_fish_completes_verbs_values_and_flag_equals_value(tmp_path: Path):
         return [row.split("\t")[0] for row in done.stdout.splitlines()]
 
     assert complete("ddconsole pr") == ["profiles", "prune"]
-    assert complete("ddconsole up qwen3.6-27b --layout ") == ["tp1", "tp4", "tp8"]
+    assert complete("ddconsole up qwen3.6-27b --layout ") == [
+        "dp2",
+        "tp1",
+        "tp4",
+        "tp8",
+    ]  # fish sorts
     assert complete("ddconsole up qwen3.6-27b --layout=t") == [
         "--layout=tp1",
         "--layout=tp4",

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from console.bench.facts import CellFacts, LevelFacts
+from console.bench.facts import LevelFacts
 from console.bench.rank_facts import RankLevel
-from console.bench.rank_findings import DpRankImbalance, rank_imbalances
+from console.bench.rank_findings import DpRankImbalance
 from console.bench.rundir import RunDir
 from console.bench.summary import load_summary
 from console.tui.widgets.run_tables import summary_view
@@ -51,22 +51,12 @@ def _bench(url: str, out: Path) -> dict:
 
 
 def _findings(summary: dict) -> list[DpRankImbalance]:
-    cells = [
-        CellFacts(
-            profile=cell.get("profile"),
-            layout=cell.get("layout"),
-            variant=cell.get("variant"),
-            levels=tuple(
-                RankedLevel(
-                    concurrency=level.get("concurrency"),
-                    dp_ranks=tuple(RankLevel.from_json(r) for r in level.get("dp_ranks", ())),
-                )
-                for level in cell["levels"]
-            ),
-        )
-        for cell in summary["cells"]
+    """The run's dp-rank-imbalance findings, as its summary.json lists them."""
+    return [
+        DpRankImbalance.from_json(f)
+        for f in summary["findings"]
+        if f["kind"] == DpRankImbalance.kind
     ]
-    return rank_imbalances(cells)
 
 
 def _run(fault: str | None, tmp_path: Path) -> tuple[dict, list[DpRankImbalance]]:
