@@ -110,25 +110,27 @@ class TimeSeriesStore:
 
     # -- writing (the poller only) -------------------------------------------------------
 
-    def append(self, key: str, t: float, value: float | None) -> None:
+    def _ring(self, key: str) -> Ring | None:
+        """The series' ring, made on its first point; None past `max_series` (counted)."""
         ring = self._series.get(key)
         if ring is None:
             if len(self._series) >= self.max_series:
                 self.dropped_series += 1
-                return
+                return None
             ring = self._series[key] = Ring(self.capacity)
-        ring.append(t, math.nan if value is None else float(value))
+        return ring
+
+    def append(self, key: str, t: float, value: float | None) -> None:
+        ring = self._series.get(key) or self._ring(key)
+        if ring is not None:
+            ring.append(t, math.nan if value is None else float(value))
 
     def extend(self, key: str, times: Sequence[float], values: Sequence[float | None]) -> None:
         """`append` of many points of one series (a replay rebuilding its history)."""
-        ring = self._series.get(key)
-        if ring is None:
-            if len(self._series) >= self.max_series:
-                self.dropped_series += 1
-                return
-            ring = self._series[key] = Ring(self.capacity)
-        nan = math.nan
-        ring.extend(times, [nan if value is None else float(value) for value in values])
+        ring = self._ring(key)
+        if ring is not None:
+            nan = math.nan
+            ring.extend(times, [nan if value is None else float(value) for value in values])
 
     def put_latest(self, sample: Sample) -> None:
         self._latest[sample.source] = sample

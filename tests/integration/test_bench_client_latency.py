@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from console.bench.listing import Progress, list_runs
@@ -21,15 +22,19 @@ from tests.conftest import run_cli_subprocess
 from tests.simproc import MTP, QWEN, running_sim
 
 
-def _wait_for_latency(run_dir: Path, timeout: float = 90) -> Progress:
-    deadline = time.monotonic() + timeout
+def _wait_for(run_dir: Path, ready: Callable[[Progress], bool], what: str) -> Progress:
+    deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         rows = [r for r in list_runs(run_dir.parent) if r.path == run_dir]
         progress = rows[0].progress if rows else None
-        if progress is not None and progress.ttft_p50_s is not None:
+        if progress is not None and ready(progress):
             return progress
         time.sleep(0.2)
-    raise AssertionError(f"no client latency in {run_dir}/progress.json after {timeout} s")
+    raise AssertionError(f"no {what} in {run_dir}/progress.json after 90 s")
+
+
+def _wait_for_latency(run_dir: Path) -> Progress:
+    return _wait_for(run_dir, lambda p: p.ttft_p50_s is not None, "client latency")
 
 
 def test_a_running_bench_publishes_its_clients_latency_for_its_server(tmp_path: Path) -> None:
@@ -116,15 +121,8 @@ def test_the_dashboard_line_shows_both_sources_labelled() -> None:
     assert "server TTFT" not in alone
 
 
-def _wait_for_histogram(run_dir: Path, timeout: float = 90) -> Progress:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        rows = [r for r in list_runs(run_dir.parent) if r.path == run_dir]
-        progress = rows[0].progress if rows else None
-        if progress is not None and progress.correct_drafts_histogram is not None:
-            return progress
-        time.sleep(0.2)
-    raise AssertionError(f"no acceptance histogram in {run_dir}/progress.json after {timeout} s")
+def _wait_for_histogram(run_dir: Path) -> Progress:
+    return _wait_for(run_dir, lambda p: p.correct_drafts_histogram is not None, "histogram")
 
 
 def test_a_running_speculative_bench_publishes_its_acceptance_histogram(tmp_path: Path) -> None:
