@@ -14,7 +14,7 @@ from typing import Any
 
 from console import __version__
 from console.bench.results import RunSummary
-from console.bench.tables import ACCEPTANCE_NOTE, acceptance_lines
+from console.bench.tables import ACCEPTANCE_NOTE, acceptance_lines, scaling_tables
 from console.core.redact import redact_json, secret_values
 from console.telemetry.keys import SourceId
 from console.telemetry.reading import latency_pair, latency_scope, store_reading
@@ -236,6 +236,10 @@ def to_markdown(
         lines.append(f"{run.run_id} · {run.name} · {run.status}")
         if run_table:
             lines += ["", run_table.strip()]
+        for side in scaling_tables(run):
+            lines += ["", f"{side.title}:", ""]
+            lines += ["| " + " | ".join(side.headers) + " |", "|" + " --- |" * len(side.headers)]
+            lines += ["| " + " | ".join(_cell(value) for value in row) + " |" for row in side.rows]
         for finding in run.findings:
             lines += ["", f"**{finding.kind}**: {finding.message}"]
         acceptance = acceptance_lines(run)

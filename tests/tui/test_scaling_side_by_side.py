@@ -8,12 +8,17 @@ requests per level), kept as JSON."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
 from console.bench.results import RunSummary
+from console.bench.tables import to_markdown
+from console.export.snapshot import build_snapshot
+from console.export.snapshot import to_markdown as snapshot_markdown
+from console.telemetry.store import TimeSeriesStore
 from console.tui.widgets.run_tables import summary_view
 
 SUMMARY = Path(__file__).resolve().parent / "fixtures" / "summaries" / "ddtree-architectures.json"
@@ -45,3 +50,20 @@ def test_the_models_stand_side_by_side_in_the_runs_detail(width: int) -> None:
     assert any(line.startswith("kimi-k2.6 ") and " off " in line for line in lines)
     assert "best per level: 1: qwen3.6-27b ddtree-b15 167.8 tok/s" in shown
     assert all(len(line) <= width for line in lines)
+
+
+def test_summary_md_and_snapshot_md_carry_the_side_by_side_table() -> None:
+    summary = RunSummary.from_json(json.loads(SUMMARY.read_text()))
+    document = build_snapshot(
+        store=TimeSeriesStore(10),
+        now_mono=time.monotonic(),
+        servers=[],
+        topology={"source": "none", "gpus": [], "numa_nodes": []},
+        latest_run=summary,
+        demo=True,
+        source="live",
+    )
+    for markdown in (snapshot_markdown(document, summary), to_markdown(summary)):
+        assert "| | qwen3.6-27b tp1 (hybrid-gdn) | kimi-k2.6 tp8 (attention-mla-moe) |" in markdown
+        assert "| budget 32 | 4.8 | 8.1 |" in markdown
+        assert "| acceptance | collapses | rises |" in markdown
