@@ -64,6 +64,6 @@ def test_summary_md_and_snapshot_md_carry_the_side_by_side_table() -> None:
         source="live",
     )
     for markdown in (snapshot_markdown(document, summary), to_markdown(summary)):
-        assert "| | qwen3.6-27b tp1 (hybrid-gdn) | kimi-k2.6 tp8 (attention-mla-moe) |" in markdown
+        assert "|  | qwen3.6-27b tp1 (hybrid-gdn) | kimi-k2.6 tp8 (attention-mla-moe) |" in markdown
         assert "| budget 32 | 4.8 | 8.1 |" in markdown
         assert "| acceptance | collapses | rises |" in markdown
