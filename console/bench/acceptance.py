@@ -108,8 +108,8 @@ SPARK = "▁▂▃▄▅▆▇█"
 
 
 def sparkline(histogram: Sequence[int], width: int = 16) -> str:
-    """The histogram in one line of at most `width` block characters, each the tallest
-    share of its bin of counts (`▂▅█▆▃`): for a live line where rows do not fit."""
+    """The histogram in one line of at most `width` block characters, each bin's summed
+    counts against the largest bin's (`▂▅█▆▃`): for a live line where rows do not fit."""
     steps = sum(histogram)
     if steps <= 0 or width < 1:
         return ""

@@ -22,7 +22,12 @@ CLI and the snapshot read them. Nothing between those modules is keyed by string
   level's requests whose final chunk carried SGLang's `spec_correct_drafts_histogram`),
   `correct_drafts_requests` (how many did), `accept_drop_position` (the first draft
   position fewer than half of the steps accepted) and `accept_length_p10` / `_p50` /
-  `_p90` (per-request acceptance length percentiles); each null when not measured.
+  `_p90` (per-request acceptance length percentiles); each null when not measured. A
+  level of a dp > 1 server also carries `dp_ranks` (per-rank requests, output tok/s,
+  per-request decode speed, acceptance; written only when known). Each cell gains
+  `tree_budget` and `tree_flag` (a tree-drafting budget and the flag that passed it,
+  DDTree's included). Findings gain the kinds `budget-scaling`, `batching-efficiency` and
+  `dp-rank-imbalance`.
 
 A `summary.json` of another version, or one that does not parse, is never trusted: the
 loader (`summary.load_summary`) rebuilds it from the run's files.

@@ -37,13 +37,19 @@ COLLAPSE_RATIO = 0.85
 NOISE = 0.02
 RISE_RATIO = 1.05
 
-# Batching efficiency bands: at least this share of N single streams is near-linear, at
-# most this share near-flat.
+# Batching efficiency bands, on the gain over a flat server rescaled to 0..1: (efficiency -
+# 1/N) / (1 - 1/N), since a server whose aggregate does not grow at all scores 1/N (0.5 at
+# N=2, 0.03 at N=32). At least this much of the linear gain is near-linear, at most this
+# much near-flat.
 NEAR_LINEAR = 0.8
 NEAR_FLAT = 0.3
 
 Trend = Literal["collapses", "falls", "holds", "rises", "mixed"]
 Verdict = Literal["near-linear", "partial", "near-flat"]
+
+
+def _opt_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _opt_float(value: Any) -> float | None:
@@ -164,7 +170,8 @@ def _best(
     if not measured:
         return None, None, None
     cell, tok_s = max(measured, key=lambda item: item[1] or 0.0)
-    off = next((t for c, t in measured if (c.algorithm or "").lower() in ("", "off")), None)
+    # Only a cell known to be autoregressive is the baseline (None: the server did not say).
+    off = next((t for c, t in measured if (c.algorithm or "").lower() in ("off", "none")), None)
     speedup = tok_s / off if off and tok_s else None
     return cell.variant, tok_s, speedup
 
@@ -238,8 +245,10 @@ class CellBatching:
     single_tok_s: float
     tok_s: float
     efficiency: float
-    """tok_s / (concurrency x single_tok_s): 1 is linear, 1/concurrency is flat."""
+    """tok_s / (N x single_tok_s), N the requests in flight: 1 is linear, 1/N is flat."""
     verdict: Verdict
+    concurrency: int | None = None
+    """The level's concurrency (more than N when the level had fewer requests)."""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CellBatching:
@@ -252,6 +261,7 @@ class CellBatching:
             tok_s=float(data["tok_s"]),
             efficiency=float(data["efficiency"]),
             verdict=verdict if verdict in ("near-linear", "near-flat") else "partial",  # type: ignore[arg-type]
+            concurrency=_opt_int(data.get("concurrency")),
         )
 
 
@@ -276,10 +286,13 @@ class BatchingEfficiency:
         )
 
 
-def _verdict(efficiency: float) -> Verdict:
-    if efficiency >= NEAR_LINEAR:
+def _verdict(efficiency: float, streams: int) -> Verdict:
+    """How much of the linear gain N streams got: 0 for a flat server, 1 for a linear one."""
+    flat = 1 / streams
+    gain = (efficiency - flat) / (1 - flat)
+    if gain >= NEAR_LINEAR:
         return "near-linear"
-    if efficiency <= NEAR_FLAT:
+    if gain <= NEAR_FLAT:
         return "near-flat"
     return "partial"
 
@@ -293,16 +306,16 @@ def batching_efficiencies(cells: Iterable[CellFacts]) -> list[BatchingEfficiency
         single = _closed_loop(cell, 1)
         # A level of fewer requests than its concurrency never had that many in flight.
         swept = [
-            (min(lv.concurrency, lv.requests or lv.concurrency), lv.output_tok_s)
+            (min(lv.concurrency, lv.requests or lv.concurrency), lv.concurrency, lv.output_tok_s)
             for lv in cell.levels
             if lv.rate is None and lv.concurrency and lv.concurrency > 1 and lv.output_tok_s
         ]
-        swept = [(concurrency, tok_s) for concurrency, tok_s in swept if concurrency > 1]
+        swept = [level for level in swept if level[0] > 1]
         if single is None or not single.output_tok_s or not swept:
             continue
-        concurrency, tok_s = max(swept)
-        efficiency = tok_s / (concurrency * single.output_tok_s)
-        by_top[concurrency].append(
+        streams, concurrency, tok_s = max(swept)
+        efficiency = tok_s / (streams * single.output_tok_s)
+        by_top[streams].append(
             CellBatching(
                 profile=cell.profile,
                 layout=cell.layout,
@@ -310,7 +323,8 @@ def batching_efficiencies(cells: Iterable[CellFacts]) -> list[BatchingEfficiency
                 single_tok_s=single.output_tok_s,
                 tok_s=tok_s,
                 efficiency=efficiency,
-                verdict=_verdict(efficiency),
+                verdict=_verdict(efficiency, streams),
+                concurrency=concurrency,
             )
         )
     found: list[BatchingEfficiency] = []
@@ -320,8 +334,15 @@ def batching_efficiencies(cells: Iterable[CellFacts]) -> list[BatchingEfficiency
             f"({c.tok_s:.0f} tok/s against {c.single_tok_s:.1f} single)"
             for c in measured
         ]
+        asked = sorted({c.concurrency for c in measured if c.concurrency})
+        where = (
+            f"at concurrency {concurrency}"
+            if asked in ([], [concurrency])
+            else f"with {concurrency} requests in flight (concurrency "
+            f"{', '.join(map(str, asked))}, fewer requests than that)"
+        )
         message = (
-            f"batching efficiency at concurrency {concurrency} (aggregate tok/s over "
+            f"batching efficiency {where} (aggregate tok/s over "
             f"{concurrency} x a single stream): " + "; ".join(parts) + "."
         )
         found.append(

@@ -285,16 +285,32 @@ def summary_rows(summary: RunSummary) -> list[list[str]]:
     return view_rows(summary, SUMMARY_VIEW, failed_cells=True)
 
 
+MODELS_LATENCY_VIEW = ("profile", *LATENCY_VIEW)
+"""The latency view of a run of several models: its rows name their model."""
+
+
+def several_models(summary: RunSummary) -> bool:
+    return len({cell.profile for cell in summary.cells}) > 1
+
+
+def latency_view(summary: RunSummary) -> tuple[str, ...]:
+    return MODELS_LATENCY_VIEW if several_models(summary) else LATENCY_VIEW
+
+
 def latency_rows(summary: RunSummary) -> list[list[str]]:
-    """Latency percentiles (ms) per cell and level."""
-    return view_rows(summary, LATENCY_VIEW, failed_cells=False)
+    """Latency percentiles (ms) per cell and level (headers: `latency_headers`)."""
+    return view_rows(summary, latency_view(summary), failed_cells=False)
+
+
+def latency_headers(summary: RunSummary) -> tuple[str, ...]:
+    return headers(latency_view(summary))
 
 
 def best_line(summary: RunSummary) -> str:
     """The best cell per level; with several models in the run, each named with its model
     (the best across models at a level is rarely the question: budget-scaling says each
     model's own best)."""
-    several = len({cell.profile for cell in summary.cells}) > 1
+    several = several_models(summary)
     return "; ".join(
         f"{b.load_label}: "
         + (f"{b.profile} " if several and b.profile else "")

@@ -342,7 +342,7 @@ class Frames(MutableSequence[Frame]):
         else:
             return None
         keep = bisect.bisect_right(self._offsets, self._written) - 1
-        self._ready = min(self._ready, keep)
+        self._ready = keep  # what a failed write got onto the spool in full stays readable
         del self._offsets[keep + 1 :], self._times[keep:], self._reach[keep:], self._kinds[keep:]
         for where in (*self._by_kind.values(), *self._poll_groups.values()):
             del where[bisect.bisect_left(where, keep) :]

@@ -422,7 +422,8 @@ class ReplayBackend(ReadOnlyActions):
         self.seek(target)
 
     def toggle(self) -> None:
-        if not self.playing and self.position_s >= self.duration_s:
+        # At the end, play starts over; at the end of what is indexed so far, it plays on.
+        if not self.playing and self.position_s >= self.duration_s and not self._indexing:
             self.seek(0.0)
         self.playing = not self.playing
         self._version += 1

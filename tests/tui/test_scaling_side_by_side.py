@@ -15,11 +15,11 @@ import pytest
 from rich.console import Console
 
 from console.bench.results import RunSummary
-from console.bench.tables import to_markdown
+from console.bench.tables import SideBySide, scaling_tables, to_markdown
 from console.export.snapshot import build_snapshot
 from console.export.snapshot import to_markdown as snapshot_markdown
 from console.telemetry.store import TimeSeriesStore
-from console.tui.widgets.run_tables import summary_view
+from console.tui.widgets.run_tables import side_by_side, summary_view
 
 SUMMARY = Path(__file__).resolve().parent / "fixtures" / "summaries" / "ddtree-architectures.json"
 
@@ -67,3 +67,25 @@ def test_summary_md_and_snapshot_md_carry_the_side_by_side_table() -> None:
         assert "|  | qwen3.6-27b tp1 (hybrid-gdn) | kimi-k2.6 tp8 (attention-mla-moe) |" in markdown
         assert "| budget 32 | 4.8 | 8.1 |" in markdown
         assert "| acceptance | collapses | rises |" in markdown
+
+
+def test_a_third_model_is_never_dropped_the_table_turns_instead() -> None:
+    summary = RunSummary.from_json(json.loads(SUMMARY.read_text()))
+    (side, _) = scaling_tables(summary)
+    third = SideBySide(
+        side.title,
+        (*side.headers, "glm-5 tp8 (attention-moe)"),
+        [[*row, row[1]] for row in side.rows],
+    )
+    console = Console(width=80, record=True)
+    console.print(side_by_side(third, 80))
+    shown = console.export_text()
+    for model in ("qwen3.6-27b tp1 (hybrid-gdn)", "kimi-k2.6 tp8 (attention-mla-moe)", "glm-5"):
+        assert model in shown
+    assert shown.splitlines()[0].split()[:3] == ["model", "budget", "15"]
+    # The latency table of a run of several models names each row's model too.
+    console = Console(width=80, record=True)
+    console.print(summary_view(summary, 80))
+    latency = console.export_text().split("latency (ms)")[1].splitlines()
+    assert latency[1].startswith("PROFILE")
+    assert any(line.startswith("kimi-k2.6") for line in latency[2:])

@@ -210,3 +210,25 @@ async def test_the_top_bar_shows_indexing_until_it_ends(tmp_path: Path, gate: Ga
         await until(pilot, lambda: "indexing" not in bar(), what="indexing to end")
         assert opened.duration_s > 500
     opened.close()
+
+
+def test_play_at_the_end_of_what_is_indexed_plays_on_not_from_the_start(
+    tmp_path: Path, gate: Gate
+) -> None:
+    path = tmp_path / f"play{SUFFIX}"
+    write(path, 600)
+    opened = read_recording(path, background=True)
+    gate.held()
+    replay = ReplayBackend(opened, runs_root=tmp_path, position_s=None, playing=False)
+    end_so_far = opened.duration_s
+    assert replay.position_s == end_so_far
+    replay.toggle()
+    assert replay.playing
+    assert replay.position_s == end_so_far  # not rewound to 0: more is coming
+    gate.release.set()
+    assert opened.wait_indexed(60)
+    replay._follow_index()  # the app's playback tick sees indexing end
+    replay.toggle()  # pause
+    replay.seek(opened.duration_s)
+    replay.toggle()  # at the real end, play starts over
+    assert replay.position_s == 0.0

@@ -38,7 +38,7 @@ def cell(
         profile=profile,
         layout=layout,
         variant=variant,
-        algorithm="DDTREE" if budget else None,
+        algorithm="DDTREE" if budget else "off",
         architecture=architecture,
         ddtree_budget=budget,
         levels=levels,
@@ -150,6 +150,12 @@ def test_batching_efficiency_tells_near_linear_from_near_flat() -> None:
     assert "kimi-k2.6 tp8 off 0.99, near-linear (808 tok/s against 25.6 single)" in found.message
     partial = sweep_cell("p", "tp2", {1: 20.0, 4: 40.0})
     assert batching_efficiencies([partial])[0].cells[0].verdict == "partial"
+    # Judged on the gain over a flat server, whatever N: a flat pair of streams scores 0.5
+    # of linear but gained nothing; 64 streams at 0.4 of linear gained 25x.
+    flat_pair = sweep_cell("p", "tp1", {1: 20.0, 2: 20.0})
+    assert batching_efficiencies([flat_pair])[0].cells[0].verdict == "near-flat"
+    wide = sweep_cell("p", "tp8", {1: 10.0, 64: 0.4 * 64 * 10.0})
+    assert batching_efficiencies([wide])[0].cells[0].verdict == "partial"
 
 
 def test_batching_counts_the_requests_in_flight_and_skips_open_loop_levels() -> None:
@@ -158,6 +164,8 @@ def test_batching_counts_the_requests_in_flight_and_skips_open_loop_levels() -> 
     (found,) = batching_efficiencies([short])
     assert found.concurrency == 4
     assert found.cells[0].verdict == "near-linear"
+    assert found.cells[0].concurrency == 8
+    assert "with 4 requests in flight (concurrency 8, fewer requests than that)" in found.message
     open_loop = cell(
         "k",
         "tp8",
@@ -190,6 +198,7 @@ def test_both_read_back_from_their_json_in_find_alls_order() -> None:
         "tok_s",
         "efficiency",
         "verdict",
+        "concurrency",
     ]
 
 

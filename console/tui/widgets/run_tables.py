@@ -13,14 +13,16 @@ from console.bench.compare import CompareResult
 from console.bench.results import RunSummary
 from console.bench.tables import (
     COMPARE_HEADERS,
-    LATENCY_HEADERS,
     METRIC_NOTE,
     SUMMARY_HEADERS,
+    SideBySide,
     best_line,
     compare_rows,
+    latency_headers,
     latency_rows,
     rank_lines,
     scaling_tables,
+    several_models,
     summary_rows,
 )
 
@@ -81,6 +83,22 @@ def rows_table(
     return table
 
 
+def side_by_side(side: SideBySide, width: int) -> Table:
+    """The models as columns; when that is wider than the pane, the models as rows (every
+    model stays, whatever the width)."""
+    natural = [
+        max([len(h), *(len(row[i]) for row in side.rows)]) + 1 for i, h in enumerate(side.headers)
+    ]
+    if sum(natural) <= width:
+        return rows_table(side.headers, side.rows, width, essential=side.headers)
+    headers = ("model", *(row[0] for row in side.rows))
+    rows = [
+        [side.headers[column], *(row[column] for row in side.rows)]
+        for column in range(1, len(side.headers))
+    ]
+    return rows_table(headers, rows, width, essential=headers)
+
+
 def summary_view(summary: RunSummary, width: int) -> RenderableType:
     scale = summary.time_scale
     head = Text.assemble(
@@ -91,13 +109,13 @@ def summary_view(summary: RunSummary, width: int) -> RenderableType:
     if scale != 1:
         head.append(f"  simulator time x{scale:g}", style="dim")
     # Cells of several models: the profile tells their rows apart, so it stays.
-    essential = ("PROFILE",) if len({cell.profile for cell in summary.cells}) > 1 else ()
+    essential = ("PROFILE",) if several_models(summary) else ()
     parts: list[RenderableType] = [
         head,
         rows_table(SUMMARY_HEADERS, summary_rows(summary), width, essential),
         Text(""),
         Text("latency (ms)", style="bold"),
-        rows_table(LATENCY_HEADERS, latency_rows(summary), width, essential),
+        rows_table(latency_headers(summary), latency_rows(summary), width, essential),
     ]
     ranks = rank_lines(summary)
     if ranks:
@@ -105,7 +123,7 @@ def summary_view(summary: RunSummary, width: int) -> RenderableType:
         parts += [Text(line) for line in ranks]
     for side in scaling_tables(summary):
         parts += [Text(""), Text(side.title, style="bold")]
-        parts.append(rows_table(side.headers, side.rows, width))
+        parts.append(side_by_side(side, width))
     for finding in summary.findings:
         parts.append(Text(""))
         parts.append(
