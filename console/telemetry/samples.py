@@ -199,8 +199,14 @@ class ServerSample:
     (dp > 1); empty otherwise, and in recordings made before the field existed."""
 
     def __post_init__(self) -> None:
-        if self.dp_ranks and not all(isinstance(r, RankFigures) for r in self.dp_ranks):
-            object.__setattr__(self, "dp_ranks", tuple(_rank_figures(r) for r in self.dp_ranks))
+        ranks = self.dp_ranks
+        if not isinstance(ranks, tuple) or not all(isinstance(r, RankFigures) for r in ranks):
+            # Decoded from a recording: lists, however many (none included).
+            object.__setattr__(
+                self,
+                "dp_ranks",
+                tuple(r if isinstance(r, RankFigures) else _rank_figures(r) for r in ranks),
+            )
 
     LATENCY: ClassVar[tuple[str, ...]] = (
         "ttft_p50_s",

@@ -37,7 +37,10 @@ BUCKET_FLAGS = (
 )
 SPEED = 5.0
 """Slow enough that a loaded machine's event-loop lag, multiplied by the speed on the
-simulator's clock, stays well under SGLang's first 100 ms TTFT bucket."""
+simulator's clock, stays well under the finer buckets' bounds."""
+UNDER_100_MS_SPEED = 0.5
+"""For the test whose every TTFT must stay under SGLang's first 100 ms bucket: with the suite
+in 4 workers on 2 cores a request was seen 106 ms late, 0.53 s on the clock at 5x."""
 PROMPT = "the quick brown fox jumps over the lazy dog " * 12
 
 
@@ -100,9 +103,10 @@ def _now_line_text(url: str) -> str:
     return now_line(store, view, width=400).plain
 
 
+@pytest.mark.slow
 def test_default_buckets_read_fast_ttfts_as_under_100_ms(tmp_path: Path, cli) -> None:
-    with running_sim(QWEN, tmp_path, speed=SPEED) as sim:
-        _serve(sim.url)
+    with running_sim(QWEN, tmp_path, speed=UNDER_100_MS_SPEED) as sim:
+        _serve(sim.url, count=100)  # with the warm-up, 101: it stays above the 99th
         p50_truth, p99_truth = _truth(sim.url)
         assert p99_truth < 0.1, "precondition: every TTFT under SGLang's first bucket bound"
         entry = _reading(cli, sim.url)

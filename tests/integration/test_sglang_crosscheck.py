@@ -122,9 +122,10 @@ def test_ddconsole_bench_agrees_with_bench_serving(
     sglang_python: str, tokenizer_dir: Path, tmp_path: Path
 ) -> None:
     """Same MTP server (seeded), same workload (PROMPTS random-id prompts of INPUT_LEN
-    tokens, OUTPUT_LEN out, concurrency CONCURRENCY, one warmup): output tok/s within 3%,
-    mean accept length within 3%, TTFT p50 within 1 ms + 5%. Each side is also held to the
-    simulator's record of its own requests, so a disagreement names the wrong one."""
+    tokens, OUTPUT_LEN out, concurrency CONCURRENCY, one warmup): mean accept length within
+    3%; output tok/s, each over its own run's truth, within 3% of each other; TTFT p50, each
+    less its own run's truth, within 10 ms. Each side is also held to the simulator's record
+    of its own requests, so a disagreement names the wrong one."""
     jsonl = tmp_path / "bench.jsonl"
     runs = tmp_path / "runs"
     with running_sim([*MTP, "--sim-seed", "7"], tmp_path, speed=SPEED) as sim:
@@ -164,12 +165,19 @@ def test_ddconsole_bench_agrees_with_bench_serving(
     assert _close(our_accept, truth_ours["accept"], 0.03), figures
     assert _close(our_ttft, truth_ours["ttft_p50_s"], 0.15, 0.005), figures
     assert _close(their_ttft, truth_theirs["ttft_p50_s"], 0.15, 0.005), figures
-    # The cross-check itself. A TTFT defined differently (from another instant, or to the
-    # first content token) moves by a decode step, about 20 ms here: more than the noise
+    # The cross-check itself, each client against its own run's truth: the two runs follow
+    # each other, and a busy box moved the server's own TTFT by 25% between them (102 ms,
+    # then 138 ms), so absolute figures are not comparable but each client's reading of
+    # its server is. A TTFT defined differently (from another instant, or to the first
+    # content token) moves it by a decode step, about 20 ms here: more than the 10 ms
     # allowed.
-    assert _close(our_tok_s, their_tok_s, 0.03), figures
+    our_offset = our_ttft - truth_ours["ttft_p50_s"]
+    their_offset = their_ttft - truth_theirs["ttft_p50_s"]
+    assert abs(our_offset - their_offset) <= 0.010, (our_offset, their_offset, figures)
+    our_ratio = our_tok_s / truth_ours["tok_s"]
+    their_ratio = their_tok_s / truth_theirs["tok_s"]
+    assert _close(our_ratio, their_ratio, 0.03), (our_ratio, their_ratio, figures)
     assert _close(our_accept, their_accept, 0.03), figures
-    assert _close(our_ttft, their_ttft, 0.10, 0.005), figures
 
     # `runs import` of bench_serving's JSONL shows the figures it wrote and printed.
     imported = run_cli_subprocess("runs", "import", str(jsonl), "--out", str(runs), "--json")

@@ -102,7 +102,7 @@ async def test_chosen_cells_and_the_demo_sweep_start_from_typed_requests(tmp_pat
         # placement), never rewritten as TOML.
         await pilot.press("D")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), 15, "confirmation")
-        assert "4 cells × 1 level" in confirm_detail(app)
+        assert "5 cells × 1 level" in confirm_detail(app)
         await pilot.press("y")
         await until(pilot, lambda: len(run_json(backend)) == 2, 30, "the demo sweep's run")
         demo = next(m for m in run_json(backend) if m["run_id"] != meta["run_id"])

@@ -124,7 +124,7 @@ async def test_x_stops_a_running_campaign_and_the_server_it_launched(
         await settle(pilot)
         await pilot.press("D")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), 15, "the confirmation")
-        assert "4 cells × 1 level × 16 requests" in confirm_text(app)  # as patched above
+        assert "5 cells × 1 level × 16 requests" in confirm_text(app)  # as patched above
         await pilot.press("y")
         await until(pilot, lambda: len(backend.runs()) == 1, 30, "the campaign's run")
         run_dir = only_run(backend)
@@ -139,7 +139,7 @@ async def test_x_stops_a_running_campaign_and_the_server_it_launched(
         await settle(pilot)
         asked = await stop_the_selected_run(pilot, app)
         assert asked.startswith("Stop campaign qwen-ddtree-budgets?")
-        assert "0/4 cells done" in asked
+        assert "0/5 cells done" in asked
         assert "the servers it launched are stopped and it can be resumed" in asked
         await until(pilot, lambda: status(run_dir) == "interrupted", 90, "the campaign to stop")
         await until(

@@ -17,12 +17,10 @@ from console.core.net import free_port
 from console.tui.app import ConsoleApp
 from console.tui.widgets.pane import Pane
 from console.tui.widgets.rank_rows import RankRows
-from tests.conftest import REPO, run_cli_subprocess
+from tests.conftest import run_cli_subprocess
 from tests.tui.conftest import until
 
 pytestmark = pytest.mark.slow
-
-DP2_LAYOUT = "\n[layouts.dp2]\ntp = 1\ndp = 2\ngpus = [0, 1]\n"
 
 
 @pytest.fixture(autouse=True)
@@ -76,8 +74,7 @@ def _both_ranks_decoding(app: ConsoleApp) -> bool:
 
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
 async def test_dp2_server_shows_a_line_per_rank(user_profiles: Path, size: tuple[int, int]):
-    shipped = (REPO / "profiles" / "qwen3.6-27b.toml").read_text()
-    (user_profiles / "qwen3.6-27b.toml").write_text(shipped + DP2_LAYOUT)
+    # The shipped profile's dp2 layout: two replicas on GPUs 0 and 1.
     status = _up("dp2", "dp-slow:1")
     services = Services.create(demo=True)
     app = ConsoleApp(services.live_backend(recordings=None))

@@ -57,4 +57,5 @@ def test_a_running_runs_progress_says_when_it_was_updated(tmp_path: Path):
         "level_progress": None,
         "phase": None,
         "run_eta_s": None,
+        "correct_drafts_histogram": None,
     }

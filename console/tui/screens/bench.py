@@ -250,7 +250,9 @@ class BenchScreen(FindScreen):
         return Group(*parts)
 
     def _show_levels(self, view: Any) -> None:
-        self.query_one("#levels-text", Static).update(view)
+        # A worker's result can land after the screen left (the app closing): nothing to do.
+        for text in self.query("#levels-text").results(Static):
+            text.update(view)
 
     # -- actions -------------------------------------------------------------------------
     # Read-only consoles never get here: the app refuses these actions first.
