@@ -199,8 +199,12 @@ class ServerSample:
     (dp > 1); empty otherwise, and in recordings made before the field existed."""
 
     def __post_init__(self) -> None:
-        ranks = self.dp_ranks
-        if not isinstance(ranks, tuple) or not all(isinstance(r, RankFigures) for r in ranks):
+        ranks = self.dp_ranks or ()  # None: a sample built field by field with no ranks
+        if (
+            ranks is not self.dp_ranks
+            or not isinstance(ranks, tuple)
+            or not all(isinstance(r, RankFigures) for r in ranks)
+        ):
             # Decoded from a recording: lists, however many (none included).
             object.__setattr__(
                 self,

@@ -209,7 +209,10 @@ class LogsScreen(ConsoleScreen):
         return text
 
     def _append(self, lines: list[str]) -> None:
-        log = self.query_one("#log", LogView)
+        found = self.query("#log").results(LogView)
+        log = next(found, None)
+        if log is None:
+            return  # a reader's lines landed after the screen left (the app closing)
         dropped = max(0, len(self.lines) + len(lines) - MAX_LINES)
         self.lines.extend(lines)
         self._appended += len(lines)
