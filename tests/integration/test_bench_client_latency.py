@@ -37,19 +37,25 @@ def _wait_for_latency(run_dir: Path) -> Progress:
     return _wait_for(run_dir, lambda p: p.ttft_p50_s is not None, "client latency")
 
 
+def _while_a_bench_runs(url: str, wait: Callable[[Path], Progress]) -> Progress:
+    """A detached benchmark of 400 short requests against `url`: what `wait` reads from its
+    progress.json while it runs (the benchmark is stopped after)."""
+    started = run_cli_subprocess(
+        *("bench", "--url", url, "--concurrency", "4", "--requests", "400"),
+        *("--input-len", "64", "--output-len", "32", "--detach", "--json"),
+    )
+    assert started.returncode == 0, started.stderr
+    detached = json.loads(started.stdout)
+    try:
+        return wait(Path(detached["run_dir"]))
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(detached["pid"]), signal.SIGTERM)
+
+
 def test_a_running_bench_publishes_its_clients_latency_for_its_server(tmp_path: Path) -> None:
     with running_sim(QWEN, tmp_path, speed=2) as sim:
-        started = run_cli_subprocess(
-            *("bench", "--url", sim.url, "--concurrency", "4", "--requests", "400"),
-            *("--input-len", "64", "--output-len", "32", "--detach", "--json"),
-        )
-        assert started.returncode == 0, started.stderr
-        detached = json.loads(started.stdout)
-        try:
-            progress = _wait_for_latency(Path(detached["run_dir"]))
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(detached["pid"]), signal.SIGTERM)
+        progress = _while_a_bench_runs(sim.url, _wait_for_latency)
     assert progress.server == sim.url
     assert progress.ttft_p50_s is not None
     assert progress.ttft_p99_s is not None
@@ -129,17 +135,7 @@ def test_a_running_speculative_bench_publishes_its_acceptance_histogram(tmp_path
     """The finished requests' spec_correct_drafts_histograms, summed, reach progress.json
     while the level runs, and the dashboard line draws them with the drop position."""
     with running_sim(MTP, tmp_path, speed=2) as sim:
-        started = run_cli_subprocess(
-            *("bench", "--url", sim.url, "--concurrency", "4", "--requests", "400"),
-            *("--input-len", "64", "--output-len", "32", "--detach", "--json"),
-        )
-        assert started.returncode == 0, started.stderr
-        detached = json.loads(started.stdout)
-        try:
-            progress = _wait_for_histogram(Path(detached["run_dir"]))
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(detached["pid"]), signal.SIGTERM)
+        progress = _while_a_bench_runs(sim.url, _wait_for_histogram)
     histogram = progress.correct_drafts_histogram
     assert histogram is not None
     # MTP drafts 3 tokens a step (num_draft_tokens 4): 0 to 3 of them are accepted.
