@@ -95,7 +95,11 @@ class SlowStepTimer(StepTimer):
 
 @dataclass
 class Dispatcher:
-    """The DP controller's choice of rank for each request."""
+    """The DP controller's choice of rank for each request. A `starved` rank (the
+    `dp-starve` fault) is left out by every method and by health checks: SGLang's round robin
+    skips a worker marked down (data_parallel_controller.py:880-899), while its load-aware
+    methods and health checks do not look at worker status (:121-154, :846-862); the fault
+    stands for a rank the controller never reaches, whatever the method."""
 
     method: str = "round_robin"
     starved: frozenset[int] = frozenset()

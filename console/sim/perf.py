@@ -121,8 +121,10 @@ def draw_commit(rng: random.Random, decode: Decoding) -> tuple[int, int]:
     """Tokens committed by one verify step (bonus included) and drafts accepted.
 
     `1 + Binomial(max_commit - 1, p)` with p chosen so the mean is the calibrated acceptance.
-    The drafts accepted are the committed tokens less the bonus token, as SGLang counts them
-    (sglang 0.5.23 srt/managers/scheduler_components/batch_result_processor.py:1679).
+    The drafts accepted are the committed tokens less the bonus token, as SGLang counts them:
+    each verify step commits the accepted drafts plus the bonus and adds its correct drafts
+    to the request's histogram (sglang 0.5.23
+    srt/managers/scheduler_components/batch_result_processor.py:829-836).
     """
     if not decode.speculative or decode.max_commit <= 1:
         return 1, 0
