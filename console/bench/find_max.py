@@ -1,0 +1,175 @@
+"""Saturation search: the highest load whose level meets the SLO (pure).
+
+The search brackets by doubling from the lowest load until a level fails (or the limit
+passes), then bisects between the highest passing and the lowest failing load until they
+are one search step apart: 1 for concurrency, 10% for a request rate (relative, so a search
+over 0.5-500 req/s costs the same number of levels at either end). The driver keeps no
+state: the next load is a function of the loads measured so far and whether each passed,
+so a resumed run continues from its `levels.jsonl` alone.
+
+A level also stops early, counted as failing, once so many of its planned requests missed
+the SLO that it could not reach the attainment even if every other one met it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+SearchKind = Literal["concurrency", "rate"]
+KINDS: tuple[SearchKind, ...] = ("concurrency", "rate")
+RATE_STEP = 0.10
+"""A rate search ends when the failing rate is at most this much above the passing one."""
+CONCURRENCY_STEP = 1
+DEFAULT_LIMIT: dict[SearchKind, float] = {"concurrency": 1024, "rate": 1000.0}
+"""The highest load tried when none is given."""
+DEFAULT_START: dict[SearchKind, float] = {"concurrency": 1, "rate": 1.0}
+"""The first load tried when the request gives no level to start from."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Search:
+    """What to search: concurrency (closed loop) or rate (open loop), from `start` up to
+    `limit` inclusive."""
+
+    kind: SearchKind
+    start: float
+    limit: float
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"search kind must be one of {', '.join(KINDS)}")
+        if not (math.isfinite(self.start) and self.start > 0):
+            raise ValueError("the search's first load must be positive")
+        if not (math.isfinite(self.limit) and self.limit >= self.start):
+            raise ValueError("the search's limit must be at least its first load")
+        if self.kind == "concurrency" and (self.start != int(self.start) or self.limit < 1):
+            raise ValueError("a concurrency search runs whole numbers of streams")
+
+    @property
+    def step_text(self) -> str:
+        """`1` or `10%`: how close the passing and failing loads end up."""
+        return str(CONCURRENCY_STEP) if self.kind == "concurrency" else f"{RATE_STEP:.0%}"
+
+    def close_enough(self, passing: float, failing: float) -> bool:
+        """Whether no load worth trying lies between a passing and a failing one."""
+        if self.kind == "concurrency":
+            return failing - passing <= CONCURRENCY_STEP
+        return failing <= passing * (1.0 + RATE_STEP) + 1e-9
+
+    def between(self, passing: float, failing: float) -> float:
+        """The load to try between a passing and a failing one (not close enough)."""
+        if self.kind == "concurrency":
+            return float((int(passing) + int(failing)) // 2)
+        return _round_between(math.sqrt(passing * failing), passing, failing)
+
+    def clamp(self, load: float) -> float:
+        if self.kind == "concurrency":
+            return float(min(int(self.limit), int(load)))
+        return min(self.limit, load)
+
+
+@dataclass(frozen=True, slots=True)
+class Bracket:
+    """Where a search stands: the highest passing load below the lowest failing one."""
+
+    passing: float | None
+    """None: nothing passed (the first load failed, or nothing was measured yet)."""
+    failing: float | None
+    """None: nothing failed (every load measured passed)."""
+
+
+def bracket(measured: Mapping[float, bool]) -> Bracket:
+    """The lowest failing load, and the highest passing load below it. A pass above a
+    failure (noise, or a level run before a resume) does not move the knee past it."""
+    failing = min((load for load, ok in measured.items() if not ok), default=None)
+    passing = max(
+        (load for load, ok in measured.items() if ok and (failing is None or load < failing)),
+        default=None,
+    )
+    return Bracket(passing, failing)
+
+
+def next_load(search: Search, measured: Mapping[float, bool]) -> float | None:
+    """The load to measure next given each measured load and whether it passed; None when
+    the search is done (its knee is `bracket(measured).passing`)."""
+    if search.start not in measured:
+        return search.start
+    found = bracket(measured)
+    if found.passing is None:
+        return None  # fails at the lowest load
+    if found.failing is None:
+        if found.passing >= search.limit:
+            return None  # passes up to the limit
+        proposal = search.clamp(found.passing * 2)
+        # A load already measured cannot bracket anything new (a limit below the doubling).
+        return None if proposal in measured else proposal
+    if search.close_enough(found.passing, found.failing):
+        return None
+    proposal = search.between(found.passing, found.failing)
+    return None if proposal in measured else proposal
+
+
+def loads_tried(search: Search, passes: Callable[[float], bool]) -> list[float]:
+    """Every load the search measures, in order, against a pass/fail oracle (planning and
+    tests: the runner measures levels instead)."""
+    measured: dict[float, bool] = {}
+    order: list[float] = []
+    while (load := next_load(search, measured)) is not None:
+        measured[load] = passes(load)
+        order.append(load)
+    return order
+
+
+def max_levels(search: Search) -> int:
+    """The most levels the search can measure: every doubling up to the limit, then the
+    bisection of the widest bracket down to the search step."""
+    doublings: list[float] = [search.start]
+    while doublings[-1] < search.limit:
+        doublings.append(search.clamp(doublings[-1] * 2))
+    widest = 0
+    for low, high in itertools.pairwise(doublings):
+        if search.kind == "concurrency":
+            gaps = high - low
+        else:
+            gaps = math.log(high / low) / math.log(1.0 + RATE_STEP)
+        widest = max(widest, math.ceil(math.log2(gaps)) if gaps > 1 else 0)
+    return len(doublings) + widest
+
+
+def clearly_fails(planned: int | None, met: int, missed: int, attainment: float) -> bool:
+    """Whether a level has already failed: even if every request still to finish met the
+    SLO, fewer than `attainment` of the `planned` would have. Never for a timed level
+    (`planned` None: its request count is not known ahead)."""
+    if planned is None or planned <= 0:
+        return False
+    best = met + max(0, planned - met - missed)
+    return best < attainment * planned - 1e-9
+
+
+def _round_between(value: float, low: float, high: float) -> float:
+    """`value` to the fewest significant digits (at least two) that keep it strictly
+    between `low` and `high`, so rates read `12` or `8.5`, not `8.485281`."""
+    for digits in range(2, 16):
+        rounded = float(f"{value:.{digits}g}")
+        if low < rounded < high:
+            return rounded
+    return value
+
+
+def describe(search: Search) -> str:
+    """`concurrency from 1 up to 64 (step 1)` for event lines and estimates."""
+    unit = "" if search.kind == "concurrency" else "/s"
+    return (
+        f"{search.kind} from {search.start:g}{unit} up to {search.limit:g}{unit} "
+        f"(step {search.step_text})"
+    )
+
+
+def measured_from(pairs: Iterable[tuple[float, bool]]) -> dict[float, bool]:
+    """Loads and verdicts as the driver takes them; a load measured twice (a level run
+    again) keeps its last verdict."""
+    return dict(pairs)
