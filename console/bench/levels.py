@@ -1,4 +1,5 @@
-"""Run one benchmark level: closed-loop concurrency or open-loop Poisson arrivals.
+"""Run one benchmark level: closed-loop concurrency, open-loop Poisson arrivals, or a trace's
+own arrival times.
 
 Server counters are read just before and just after the level, so acceptance is measured
 over the level alone (never SGLang's lifetime average). Warm-up requests are not recorded.
@@ -86,9 +87,14 @@ class LevelSpec:
     duration_s: float | None
     warmup: int = 1
     flush_cache: bool = False
+    replay: float | None = None
+    """Trace replay speed-up (a timed workload): 1 keeps the trace's clock, 2 sends twice as
+    fast. None for a level that is not a replay."""
 
     @property
     def label(self) -> str:
+        if self.replay is not None:
+            return "trace replay" + (f" x{self.replay:g}" if self.replay != 1 else "")
         if self.rate is not None:
             cap = f", max {self.concurrency} in flight" if self.concurrency else ""
             return f"rate {self.rate:g}/s{cap}"
@@ -201,7 +207,13 @@ async def run_level(
     while warmed < spec.warmup:
         batch = batch_size(workload, spec.warmup - warmed)
         seed = 10_000 + spec.index if warmed == 0 else (10_000 + spec.index) * 1000 + warmed
-        for prompt in workload.prompts(batch, level=seed):
+        if workload.source is not None:
+            # Its own stream (salt), so warm-up fills no cache the level then reads.
+            warm = workload.source.prompts(10_000 + spec.index, warmed, batch)
+            batch = len(warm) or batch
+        else:
+            warm = workload.prompts(batch, level=seed)
+        for prompt in warm:
             if await until_stopped(send(prompt), stop) is None:
                 return stopped_outcome()
         warmed += batch
@@ -225,7 +237,10 @@ async def run_level(
         results.append(result)
         on_result(index, result)
 
-    if spec.rate is not None:
+    if workload.timed:
+        speed = spec.replay or 1.0
+        await _trace_loop(send, prompts, target.time_scale * speed, deadline, stop, keep)
+    elif spec.rate is not None:
         await _open_loop(send, prompts, spec, deadline, stop, keep)
     else:
         await _closed_loop(send, prompts, spec.concurrency or 1, deadline, stop, keep)
@@ -293,7 +308,14 @@ class _PromptSource:
             return None
         if not self._buffer:
             batch = batch_size(self.workload, self.count - self.issued)
-            self._buffer = self.workload.prompts(batch, level=self.level * 1000 + self._batches)
+            source = self.workload.source
+            if source is not None:
+                self._buffer = source.prompts(self.level, self.issued, batch)
+                if not self._buffer:  # a trace's end
+                    self.count = self.issued
+                    return None
+            else:
+                self._buffer = self.workload.prompts(batch, level=self.level * 1000 + self._batches)
             self._batches += 1
         index = self.issued
         self.issued += 1
@@ -377,6 +399,54 @@ async def _closed_loop(
             break
     stopper.cancel()
     await asyncio.gather(stopper, return_exceptions=True)
+    if failure:
+        raise failure[0]
+
+
+async def _trace_loop(
+    send: Callable[[Prompt], Any],
+    prompts: _PromptSource,
+    scale: float,
+    deadline: float | None,
+    stop: asyncio.Event,
+    keep: Callable[[int, RequestResult], None],
+) -> None:
+    """Each prompt sent at its `at_s` on the trace's clock (divided by `scale`: the server's
+    time scale times the replay speed-up), open loop. Send times are absolute against the
+    level's start on `perf_counter`, so a late send never delays the ones after it. The next
+    prompt is made before the wait, not after it."""
+    tasks: set[asyncio.Task[None]] = set()
+    failure: list[BaseException] = []
+    start = time.perf_counter()
+
+    async def one(index: int, prompt: Prompt) -> None:
+        result = await _sent(send, prompt, index, stop, keep)
+        try:
+            keep(index, result)
+        except Exception as exc:  # results cannot be kept: stop the level
+            failure.append(exc)
+
+    while not stop.is_set() and not failure:
+        item = prompts.next()
+        if item is None:
+            break
+        due = start + (item[1].at_s or 0.0) / scale
+        if deadline is not None and due >= deadline:
+            break
+        delay = due - time.perf_counter()
+        if delay > 0:
+            try:
+                await asyncio.wait_for(stop.wait(), delay)
+                break
+            except TimeoutError:
+                pass
+        task = asyncio.create_task(one(*item))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+    if stop.is_set() or failure:
+        for task in list(tasks):
+            task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
     if failure:
         raise failure[0]
 

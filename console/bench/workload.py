@@ -2,7 +2,9 @@
 
 Random `input_ids` need no tokenizer: the length is exact and the ids stay below the model's
 vocabulary. Files are JSONL (`{"prompt": ..., "output_len": ...}` per line) or ShareGPT JSON
-(`[{"conversations": [{"from": "human", "value": ...}, ...]}]`).
+(`[{"conversations": [{"from": "human", "value": ...}, ...]}]`). Other kinds (length
+distributions, shared prefixes, multi-turn chats, trace replay) plug in as a `PromptSource`
+(console.bench.workload_kinds, console.bench.workload_trace).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import random
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from console.core.errors import UsageError
 
@@ -24,6 +27,27 @@ class Prompt:
     text: str | None
     input_len: int
     output_len: int
+    at_s: float | None = None
+    """When to send it, in the server's seconds from the level's start (trace replay); None
+    for prompts sent as fast as the level's loop allows."""
+
+
+class PromptSource(Protocol):
+    """A workload kind besides random ids: prompts by position in a level's stream."""
+
+    name: str
+    timed: bool
+    """True when prompts carry arrival times (`Prompt.at_s`) to be replayed."""
+
+    def prompts(self, salt: int, start: int, count: int) -> list[Prompt]:
+        """Prompts `start` .. `start + count - 1` of the stream keyed by `salt` (a level's
+        index, or its warm-up's): the same salt gives the same prompts, and a timed source
+        returns fewer (none) past its end."""
+        ...
+
+    def describe(self) -> dict[str, object]:
+        """The kind and its parameters, for the run's `workload` record."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -36,6 +60,14 @@ class Workload:
     seed: int = 0
     dataset: Path | None = None
     prompts_from_file: tuple[Prompt, ...] = field(default_factory=tuple)
+    source: PromptSource | None = None
+    """Another kind of workload (console.bench.workload_kinds, workload_trace); when set,
+    the level runner asks it for prompts instead."""
+
+    @property
+    def timed(self) -> bool:
+        """Whether the prompts carry arrival times the level must replay."""
+        return self.source is not None and self.source.timed
 
     def validate(self) -> Workload:
         if self.input_len < 1 or self.output_len < 1:
@@ -58,12 +90,12 @@ class Workload:
         for _ in range(count):
             input_len = rng.randint(low_in, self.input_len)
             output_len = rng.randint(low_out, self.output_len)
-            ids = _random_ids(rng, input_len, self.vocab_size)
+            ids = random_ids(rng, input_len, self.vocab_size)
             prompts.append(Prompt(ids, None, input_len, output_len))
         return prompts
 
 
-def _random_ids(rng: random.Random, count: int, vocab: int) -> tuple[int, ...]:
+def random_ids(rng: random.Random, count: int, vocab: int) -> tuple[int, ...]:
     """`count` token ids in [1, vocab) from the seeded generator (bulk bytes, not a loop)."""
     code, width = ("H", 2) if vocab <= 65536 else ("I", 4)
     raw = array(code, rng.randbytes(width * count))
