@@ -8,7 +8,7 @@ rebuilt on the way.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -19,12 +19,14 @@ from console.bench.workload import DEFAULT_VOCAB, Workload, load_dataset
 from console.core.errors import ConsoleError, UsageError
 from console.profiles.command import select
 from console.profiles.loader import ProfileCatalog
+from console.profiles.slo import DEFAULT_ATTAINMENT, Slo, check_attainment, parse_slo
 
 if TYPE_CHECKING:
     # The level runner pulls in httpx: the TUI builds requests before its first frame.
     from console.bench.levels import LevelSpec
 
 EndpointName = Literal["generate", "chat", "completions"]
+FindMaxKind = Literal["concurrency", "rate"]
 DEFAULT_REQUESTS = 16
 """Requests per level when neither a count nor a duration is given."""
 
@@ -65,6 +67,27 @@ def level_specs(
     ]
 
 
+def check_analysis(
+    slo: str | None, attainment: float, find_max_limit: float | None, where: str
+) -> None:
+    """UsageError when the SLO does not parse or the attainment is not a share."""
+    check_attainment(attainment, "--attainment" if where == "--slo" else "attainment")
+    if slo is not None:
+        parse_slo(slo, where, attainment)
+    if find_max_limit is not None and find_max_limit <= 0:
+        raise UsageError("the search limit must be a positive load")
+
+
+def require_slo(find_max: str | None, slo: str | None) -> None:
+    """A saturation search needs targets to search against (checked once the profile's
+    default SLO is known)."""
+    if find_max is not None and slo is None:
+        raise UsageError(
+            f"--find-max {find_max} needs latency targets: give --slo ttft=200ms (or `slo` in"
+            " the campaign file, or `slo` in the profile's [bench] table)"
+        )
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BenchRequest:
     """A benchmark of one running server: `ddconsole bench`'s flags, or the Bench screen."""
@@ -93,6 +116,16 @@ class BenchRequest:
     vocab_size: int = DEFAULT_VOCAB
     name: str | None = None
     """The run's name (default: `bench-` and the cell: profile-layout-variant, or the URL)."""
+    slo: str | None = None
+    """Latency targets, `ttft=200ms,itl=40ms` (`--slo`, else the server's profile's)."""
+    attainment: float = DEFAULT_ATTAINMENT
+    """The share of a level's requests that must meet the SLO for the level to pass."""
+    include_transients: bool = False
+    """Count every request, ramp-up and drain included (default: the steady window)."""
+    find_max: FindMaxKind | None = None
+    """Search for the highest concurrency (or rate) meeting the SLO instead of fixed levels."""
+    find_max_limit: float | None = None
+    """The highest load the search tries (None: the search's own limit)."""
 
     kind: Literal["bench"] = "bench"
 
@@ -108,7 +141,12 @@ class BenchRequest:
             raise UsageError("--warmup cannot be negative")
         self.levels()
         self.workload_spec().validate()
+        check_analysis(self.slo, self.attainment, self.find_max_limit, "--slo")
         return self
+
+    def slo_target(self) -> Slo | None:
+        """The SLO the run's levels are judged on; None without one."""
+        return parse_slo(self.slo, "--slo", self.attainment) if self.slo else None
 
     def levels(self) -> list[LevelSpec]:
         return level_specs(
@@ -194,6 +232,9 @@ class CampaignRequest:
     spec: CampaignSpec
     source: str | None = None
     """The campaign file it came from (None for cells chosen in the TUI)."""
+    profile_slos: dict[str, str] = field(default_factory=dict)
+    """Each cell profile's default SLO (its [bench] slo), read when the campaign was
+    checked, for cells of a campaign that sets none."""
 
     kind: Literal["campaign"] = "campaign"
 
@@ -237,14 +278,31 @@ class CampaignRequest:
             changes["port"] = port
         if not changes:
             return self
-        return CampaignRequest(spec=self.spec.with_changes(**changes), source=self.source)
+        return replace(self, spec=self.spec.with_changes(**changes))
 
     def check(self, catalog: ProfileCatalog) -> CampaignRequest:
         """Self, or a ConsoleError naming the first cell whose profile, layout or variant
         does not exist (before any run folder is made)."""
+        slos: dict[str, str] = {}
         for cell in self.spec.cell_list():
-            select(catalog.get(cell.profile), cell.layout, cell.variant)
-        return self
+            entry = catalog.get(cell.profile)
+            select(entry, cell.layout, cell.variant)
+            if entry.profile.bench.slo is not None:
+                slos[cell.profile] = entry.profile.bench.slo
+        checked = replace(self, profile_slos=slos)
+        for cell in self.spec.cell_list():
+            require_slo(self.spec.find_max, checked.slo_spec(cell.profile))
+        return checked
+
+    def slo_spec(self, profile: str | None) -> str | None:
+        """The SLO text a cell of `profile` is judged on: the campaign's, else its profile's."""
+        if self.spec.slo is not None:
+            return self.spec.slo
+        return self.profile_slos.get(profile or "")
+
+    def slo_target(self, profile: str | None) -> Slo | None:
+        text = self.slo_spec(profile)
+        return parse_slo(text, "slo", self.spec.attainment) if text else None
 
     def levels(self) -> list[LevelSpec]:
         spec = self.spec
@@ -282,7 +340,12 @@ class CampaignRequest:
         }
 
     def to_json(self) -> dict[str, Any]:  # JSON at the edge: run.json
-        return {"kind": self.kind, "spec": self.spec.model_dump(mode="json"), "source": self.source}
+        return {
+            "kind": self.kind,
+            "spec": self.spec.model_dump(mode="json"),
+            "source": self.source,
+            "profile_slos": dict(self.profile_slos),
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> CampaignRequest:  # JSON from run.json
@@ -291,7 +354,16 @@ class CampaignRequest:
             raise ConsoleError("run.json: the campaign request has no spec")
         spec = CampaignSpec.from_stored(data["spec"], "run.json spec")
         source = data.get("source")
-        return cls(spec=spec, source=source if isinstance(source, str) else None)
+        slos = data.get("profile_slos")
+        return cls(
+            spec=spec,
+            source=source if isinstance(source, str) else None,
+            profile_slos={
+                str(k): v
+                for k, v in (slos if isinstance(slos, dict) else {}).items()
+                if isinstance(v, str)
+            },
+        )
 
 
 RunRequest = BenchRequest | CampaignRequest

@@ -449,6 +449,7 @@ _READERS: dict[str, Callable[[object], object]] = {
     "float | None": _opt_float,
     "int | None": _opt_int,
     "str | None": _opt_str,
+    "bool | None": lambda v: v if isinstance(v, bool) else None,
     "int": lambda v: _opt_int(v) or 0,
     "str": lambda v: "" if v is None else str(v),
     "tuple[int, ...] | None": histogram_counts,
@@ -460,7 +461,9 @@ _READERS: dict[str, Callable[[object], object]] = {
     },
 }
 # Keys written only when set (absent, not null, otherwise): the schema has always had them so.
-_OMIT_WHEN_NONE = frozenset({"chunk_accept_mismatch", "accept_length_note", "reason"})
+_OMIT_WHEN_NONE = frozenset(
+    {"chunk_accept_mismatch", "accept_length_note", "reason", "window_note", "early_stop"}
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -532,6 +535,35 @@ class LevelSummary:
     dp_ranks: tuple[RankLevel, ...] = ()
     """Per DP rank: requests, output tok/s, per-request decode speed, acceptance
     (`rank_facts.rank_levels`); empty (and not written) when no request named its rank."""
+    window: str | None = None
+    """`steady`: the statistics count the level's steady state (`console.bench.steady`);
+    `all`: every request (see `window_note`); None in a summary from before windows."""
+    window_note: str | None = None
+    """Why every request was counted (open loop, too short, `--include-transients`)."""
+    window_start_s: float | None = None
+    """The steady window's offsets from the level's first send, in server seconds."""
+    window_end_s: float | None = None
+    counted_requests: int | None = None
+    """Finished requests inside the window: the ones the latency statistics count."""
+    slo_met: int | None = None
+    """Requests of the window that finished and met every target of the run's SLO."""
+    slo_counted: int | None = None
+    """Requests of the window the SLO was judged on, failures included."""
+    slo_attainment: float | None = None
+    """slo_met / slo_counted (SGLang's `slo_attainment`); None without an SLO."""
+    slo_pass: bool | None = None
+    """Whether `slo_attainment` reaches the SLO's required share."""
+    slo_ttft_attainment: float | None = None
+    """The share that met the TTFT target alone (None when it had none)."""
+    slo_itl_attainment: float | None = None
+    slo_e2e_attainment: float | None = None
+    goodput_tok_s: float | None = None
+    """Output tok/s of the requests that met the SLO, over the same seconds as
+    `output_tok_s`: equal to it when every request met the SLO."""
+    goodput_req_s: float | None = None
+    """Requests per second that met the SLO (SGLang's `request_goodput`)."""
+    early_stop: str | None = None
+    """Why a saturation search stopped this level before its planned requests."""
 
     def __post_init__(self) -> None:
         if self.requests == 0:
@@ -615,6 +647,65 @@ if _UNREAD:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Knee:
+    """The highest load of a cell that met the SLO at its attainment (`console.bench.knee`)."""
+
+    kind: str
+    """`concurrency` or `rate`."""
+    value: float | None
+    """The highest passing load; None when even the lowest load measured failed."""
+    first_failing: float | None
+    """The lowest load that failed above it; None when every load measured passed."""
+    attainment: float
+    slo: str
+    """The SLO's label, `TTFT ≤ 200 ms`."""
+    loads: tuple[float, ...] = ()
+    """Every load measured, in the order measured."""
+
+    def to_json(self) -> JsonDict:
+        return {
+            "kind": self.kind,
+            "value": self.value,
+            "first_failing": self.first_failing,
+            "attainment": self.attainment,
+            "slo": self.slo,
+            "loads": list(self.loads),
+        }
+
+    @classmethod
+    def from_json(cls, data: object) -> Knee | None:
+        if not isinstance(data, Mapping) or data.get("kind") not in ("concurrency", "rate"):
+            return None
+        loads = data.get("loads")
+        return cls(
+            kind=str(data["kind"]),
+            value=_opt_float(data.get("value")),
+            first_failing=_opt_float(data.get("first_failing")),
+            attainment=_opt_float(data.get("attainment")) or 0.0,
+            slo=str(data.get("slo") or ""),
+            loads=tuple(
+                v
+                for v in (_opt_float(x) for x in (loads if isinstance(loads, list) else ()))
+                if v is not None
+            ),
+        )
+
+    def text(self) -> str:
+        """`carries 24 concurrent at TTFT ≤ 200 ms for 95% of requests (25 failed)`."""
+        share = f"{self.attainment * 100:g}%"
+        unit = " concurrent" if self.kind == "concurrency" else "/s"
+        if self.value is None:
+            low = f"{self.first_failing:g}{unit}" if self.first_failing is not None else "-"
+            return f"meets {self.slo} for {share} of requests at no load tried (fails at {low})"
+        above = (
+            f", fails at {self.first_failing:g}{unit}"
+            if self.first_failing is not None
+            else ", the highest load tried"
+        )
+        return f"carries {self.value:g}{unit} at {self.slo} for {share} of requests{above}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CellSummary:
     """One cell (one server: profile x layout x variant, or a given URL) and its levels."""
 
@@ -635,6 +726,10 @@ class CellSummary:
     status: str = "pending"
     reason: str | None = None
     levels: tuple[LevelSummary, ...] = ()
+    slo: str | None = None
+    """The SLO the cell's levels were judged on (its label); None without one."""
+    knee: Knee | None = None
+    """The highest load meeting the SLO, for a cell with an SLO and more than one load."""
 
     @property
     def name(self) -> str:
@@ -667,6 +762,8 @@ class CellSummary:
             "status": self.status,
             "reason": self.reason,
             "levels": [level.to_json() for level in self.levels],
+            "slo": self.slo,
+            "knee": None if self.knee is None else self.knee.to_json(),
         }
 
     @classmethod
@@ -688,6 +785,8 @@ class CellSummary:
             status=str(data.get("status") or "pending"),
             reason=_opt_str(data.get("reason")),
             levels=tuple(LevelSummary.from_json(_object(level)) for level in levels),
+            slo=_opt_str(data.get("slo")),
+            knee=Knee.from_json(data.get("knee")),
         )
 
     def facts(self) -> CellFacts:
@@ -752,7 +851,7 @@ class BestLevel:
 class RunSummary:
     """A run's `summary.json`: every cell's level summaries, the best per level, findings."""
 
-    SCHEMA_VERSION: ClassVar[int] = 3
+    SCHEMA_VERSION: ClassVar[int] = 4
 
     run_id: str
     run_dir: str

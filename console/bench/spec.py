@@ -5,10 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from console.core.errors import ProfileError, UsageError
 from console.profiles.loader import describe_error, format_key_path, read_toml_file
+from console.profiles.slo import DEFAULT_ATTAINMENT, parse_slo
 
 
 class CellSpec(BaseModel):
@@ -56,6 +64,14 @@ class CampaignSpec(BaseModel):
     dataset: str | None = None
     port: int | None = Field(default=None, ge=1, le=65535)
     gpus: list[int] | None = None
+    slo: str | None = None
+    """Latency targets every cell is judged on, `ttft=200ms,itl=40ms` (else each cell's
+    profile's [bench] slo)."""
+    attainment: float = Field(default=DEFAULT_ATTAINMENT, gt=0, le=1)
+    include_transients: bool = False
+    find_max: Literal["concurrency", "rate"] | None = None
+    """Per cell, search for the highest load meeting the SLO instead of the fixed levels."""
+    find_max_limit: float | None = Field(default=None, gt=0, le=RATE_MAX)
 
     @model_validator(mode="after")
     def _cells_given(self) -> CampaignSpec:
@@ -66,6 +82,16 @@ class CampaignSpec(BaseModel):
         if self.requests is None and self.duration_s is None:
             raise ValueError("give `requests` or `duration_s` per level")
         return self
+
+    @field_validator("slo")
+    @classmethod
+    def _slo_parses(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                parse_slo(value, "slo")
+            except UsageError as exc:
+                raise ValueError(exc.message.removeprefix("slo: ")) from None
+        return value
 
     @classmethod
     def from_stored(cls, data: object, what: str = "campaign spec") -> CampaignSpec:

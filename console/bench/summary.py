@@ -12,12 +12,14 @@ from __future__ import annotations
 import json
 import threading
 from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from console.bench.acceptance import drop_position, sum_histograms
 from console.bench.findings import find_all
+from console.bench.knee import knee_of
 from console.bench.rank_facts import rank_levels
 from console.bench.results import (
     CANCELLED,
@@ -31,7 +33,9 @@ from console.bench.results import (
     most_common_error,
 )
 from console.bench.rundir import RunDir, RunWriteError
+from console.bench.slo import Slo, SloOutcome, evaluate
 from console.bench.stats import describe, mean, percentile
+from console.bench.steady import steady_window
 from console.bench.tables import to_csv, to_markdown
 from console.core.errors import ConsoleError
 from console.profiles.models import DDTREE_BUDGET_FLAG
@@ -70,17 +74,34 @@ def summarize_level(
     requests: Sequence[RequestResult],
     cell: CellMeta,
     gpu: Sequence[RunGpuReading],
+    *,
+    slo: Slo | None = None,
+    include_transients: bool = False,
 ) -> LevelSummary:
-    """One level from its record, its requests, its cell and the run's GPU readings."""
+    """One level from its record, its requests, its cell and the run's GPU readings.
+    Statistics count the level's steady window (`console.bench.steady`) unless
+    `include_transients`; `slo` judges the same requests."""
     scale = level.time_scale
     requests = [r for r in requests if r.error != CANCELLED]
-    ok = [r for r in requests if not r.error]
+    every_ok = [r for r in requests if not r.error]
     errors: dict[str, int] = defaultdict(int)
     for request in requests:
         if request.error:
             errors[str(request.error)] += 1
-    duration = float(level.wall_s or 0.0) * scale
-    output_tokens = sum(int(r.output_tokens or 0) for r in ok)
+    level_duration = float(level.wall_s or 0.0) * scale
+    window = steady_window(
+        requests,
+        concurrency=level.concurrency,
+        rate=level.rate,
+        started_wall=level.started_wall or 0.0,
+        duration_s=level_duration,
+        time_scale=scale,
+        include_transients=include_transients or level.started_wall is None,
+    )
+    ok = [r for r in window.requests if not r.error]
+    duration = window.duration_s
+    output_tokens = sum(int(r.output_tokens or 0) for r in every_ok)
+    judged = evaluate(slo, window.requests) if slo is not None else None
     gaps = [g / 1e6 for r in ok for g in r.chunk_gaps_us]
     before, after = level.counters_before, level.counters_after
     verify_delta = before.delta(after, "spec_verify_calls") if before else None
@@ -108,7 +129,7 @@ def summarize_level(
     tokens_per_chunk = mean([r.tokens_per_chunk for r in ok])
     picked = _gpu_readings(gpu, level, cell)
     # Every request failed: the level failed, whatever the runner recorded.
-    status = "failed" if requests and not ok else level.status
+    status = "failed" if requests and not every_ok else level.status
     reason = None
     if level.status == "interrupted" and level.error:
         # Its server was stopped from outside: the requests it broke are no verdict on it.
@@ -123,13 +144,13 @@ def summarize_level(
         rate=level.rate,
         status=status,
         reason=reason,
-        requests=len(ok),
+        requests=len(every_ok),
         errors=sum(errors.values()),
         error_kinds=dict(errors),
         duration_s=duration,
         output_tokens=output_tokens,
         # A level with no finished request has no throughput (not 0 tok/s).
-        output_tok_s=output_tokens / duration if duration > 0 and ok else None,
+        output_tok_s=window.output_tokens / duration if duration > 0 and ok else None,
         request_s=len(ok) / duration if duration > 0 and ok else None,
         accept_length=accepted_per_step if speculative else None,
         accept_length_counters=accept_counters,
@@ -163,7 +184,46 @@ def summarize_level(
         accept_length_p50=percentile(request_accepts, 50),
         accept_length_p90=percentile(request_accepts, 90),
         dp_ranks=rank_levels(ok, duration if duration > 0 else None, cell.server_dp_size),
+        window=window.kind,
+        window_note=window.why,
+        window_start_s=window.start_s,
+        window_end_s=window.end_s,
+        counted_requests=len(ok),
+        **_slo_fields(slo, judged, duration, ok, window.output_tokens),
     )
+
+
+def _slo_fields(
+    slo: Slo | None,
+    judged: SloOutcome | None,
+    duration: float,
+    counted: Sequence[RequestResult],
+    window_tokens: float,
+) -> dict[str, Any]:
+    """The level's SLO figures; none without an SLO or a measured request. Goodput is the
+    throughput's share that good requests generated: their output tokens over all of the
+    counted requests', times the window's tokens, so it equals throughput when every
+    request met the SLO."""
+    if slo is None or judged is None or not judged.counted:
+        return {}
+    by_metric = judged.met_by_metric
+    counted_tokens = sum(int(r.output_tokens or 0) for r in counted)
+    goodput = (
+        window_tokens * judged.good_output_tokens / counted_tokens / duration
+        if duration > 0 and counted_tokens
+        else None
+    )
+    return {
+        "slo_met": judged.met,
+        "slo_counted": judged.counted,
+        "slo_attainment": judged.attainment,
+        "slo_pass": judged.passes(slo),
+        "slo_ttft_attainment": by_metric.get("ttft"),
+        "slo_itl_attainment": by_metric.get("itl"),
+        "slo_e2e_attainment": by_metric.get("e2e"),
+        "goodput_tok_s": goodput,
+        "goodput_req_s": judged.met / duration if duration > 0 else None,
+    }
 
 
 def _gpu_readings(
@@ -198,6 +258,38 @@ def _level_records(run: RunDir) -> list[LevelRecord]:
     return records
 
 
+@dataclass(frozen=True, slots=True)
+class Judging:
+    """How a run's levels are judged: the SLO of each cell's profile, and whether ramp-up
+    and drain are counted; from the run's stored request."""
+
+    slos: Mapping[str, Slo | None]
+    default: Slo | None
+    include_transients: bool = False
+
+    def slo(self, profile: str | None) -> Slo | None:
+        return self.slos.get(profile or "", self.default)
+
+    @classmethod
+    def of(cls, stored: object) -> Judging:
+        """From `run.json`'s request (none, or one this ddconsole cannot read: no SLO)."""
+        from console.bench.request import BenchRequest, CampaignRequest, request_from_json
+
+        try:
+            request = request_from_json(stored) if stored is not None else None
+        except ConsoleError:
+            request = None
+        try:
+            if isinstance(request, BenchRequest):
+                return cls({}, request.slo_target(), request.include_transients)
+            if isinstance(request, CampaignRequest):
+                slos = {p: request.slo_target(p) for p in request.profile_slos}
+                return cls(slos, request.slo_target(None), request.spec.include_transients)
+        except ConsoleError:
+            pass  # targets this ddconsole does not read: the levels are shown unjudged
+        return cls({}, None)
+
+
 def summarize_run(run: RunDir) -> RunSummary:
     """The run's summary, computed from its files (readers use `load_summary`)."""
     meta = run.meta()
@@ -209,17 +301,26 @@ def summarize_run(run: RunDir) -> RunSummary:
         raise ConsoleError(
             f"{run.path}: a telemetry file is not UTF-8 text ({exc.reason} at byte {exc.start})"
         ) from None
+    judging = Judging.of(meta.request)
     cells_out = []
     for cell in meta.cells:
         # A level run again after --resume supersedes the earlier attempt.
         latest: dict[int, LevelRecord] = {}
         for record in sorted((r for r in records if r.cell == cell.cell_id), key=lambda r: r.level):
             latest[record.level] = record
+        slo = judging.slo(cell.profile)
         if meta.kind == "sglang-bench":
             levels = meta.imported_levels
         else:
             levels = tuple(
-                summarize_level(record, requests[(cell.cell_id, index, record.attempt)], cell, gpu)
+                summarize_level(
+                    record,
+                    requests[(cell.cell_id, index, record.attempt)],
+                    cell,
+                    gpu,
+                    slo=slo,
+                    include_transients=judging.include_transients,
+                )
                 for index, record in sorted(latest.items())
             )
         cells_out.append(
@@ -237,6 +338,8 @@ def summarize_run(run: RunDir) -> RunSummary:
                 status=cell.status,
                 reason=cell.reason,
                 levels=levels,
+                slo=None if slo is None else slo.label(),
+                knee=None if slo is None else knee_of(levels, slo),
             )
         )
     cells = _with_speedups(cells_out)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 from console.bench.demo_defaults import DEMO_INPUT_LEN, DEMO_OUTPUT_LEN, DEMO_REQUESTS
 from console.cli import argtypes
 from console.cli import run_common as rc
+from console.cli.slo_flags import add_slo_flags
 
 DEFAULT_INPUT_LEN = 512
 DEFAULT_OUTPUT_LEN = 256
@@ -54,6 +56,7 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         help="seconds per level instead of a request count",
     )
     _workload_flags(bench)
+    add_slo_flags(bench)
     bench.add_argument("--name", default=None, help="a name for the run")
     bench.add_argument(
         "--out",
@@ -124,10 +127,22 @@ def _workload_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def profile_slo(services: Any, profile: str) -> str | None:
+    """The profile's default SLO ([bench] slo); None when it has none or is gone."""
+    from console.core.errors import ConsoleError
+
+    try:
+        slo: str | None = services.catalog.get(profile).profile.bench.slo
+    except ConsoleError:
+        return None
+    return slo
+
+
 def _bench(args: argparse.Namespace) -> int:
     from console.bench.launch import create_run, detach
-    from console.bench.request import BenchRequest
+    from console.bench.request import BenchRequest, require_slo
     from console.cli import runner
+    from console.profiles.slo import DEFAULT_ATTAINMENT
 
     if args.concurrency:
         rc.check_open_files(max(args.concurrency), "--concurrency")
@@ -155,9 +170,17 @@ def _bench(args: argparse.Namespace) -> int:
         dataset=str(args.dataset) if args.dataset else None,
         vocab_size=args.vocab_size,
         name=args.name,
+        slo=args.slo,
+        attainment=DEFAULT_ATTAINMENT if args.attainment is None else args.attainment,
+        include_transients=bool(args.include_transients),
+        find_max=args.find_max,
+        find_max_limit=args.find_max_limit,
     ).validate()
     request.workload()  # a bad dataset file fails here, before a run folder exists
     request, cell = runner.bench_cell(services, request)
+    if request.slo is None and cell.profile:
+        request = dataclasses.replace(request, slo=profile_slo(services, cell.profile))
+    require_slo(request.find_max, request.slo)
     run = create_run(
         request,
         runs_root=rc.runs_root(args, services),

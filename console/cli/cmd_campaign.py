@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from console.cli import run_common as rc
+from console.cli.slo_flags import add_slo_flags
+
+if TYPE_CHECKING:
+    from console.bench.request import CampaignRequest
 
 
 def register(verbs: Any, common: argparse.ArgumentParser) -> None:
@@ -24,6 +28,7 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run in the background; follow with `ddconsole runs show RUN --follow`",
     )
+    add_slo_flags(campaign, campaign=True)
     campaign.add_argument("--out", type=Path, default=None, metavar="DIR")
     campaign.add_argument("--json", action="store_true")
     campaign.set_defaults(handler=_campaign)
@@ -51,7 +56,7 @@ def _campaign(args: argparse.Namespace) -> int:
     else:
         # The spec refuses non-finite and absurd numbers itself (console/bench/spec.py), so
         # a file, `--resume` of its stored spec and the TUI all refuse the same.
-        request = CampaignRequest.from_file(args.file).check(services.catalog)
+        request = judged(CampaignRequest.from_file(args.file), args).check(services.catalog)
         rc.check_open_files(max(request.spec.concurrency or [1]), f"{args.file}: concurrency")
         run = create_run(
             request,
@@ -71,3 +76,24 @@ def _campaign(args: argparse.Namespace) -> int:
         request,
         resume_hint=f"`ddconsole campaign {args.file} --resume {run.run_id}{demo}` continues",
     )
+
+
+def judged(request: CampaignRequest, args: argparse.Namespace) -> CampaignRequest:
+    """The campaign with the command line's SLO, attainment, transients and search flags
+    over the file's (each validated by the spec, naming the flag's key)."""
+    import dataclasses
+
+    changes: dict[str, object] = {
+        key: value
+        for key, value in (
+            ("slo", args.slo),
+            ("attainment", args.attainment),
+            ("include_transients", args.include_transients),
+            ("find_max", args.find_max),
+            ("find_max_limit", args.find_max_limit),
+        )
+        if value is not None
+    }
+    if not changes:
+        return request
+    return dataclasses.replace(request, spec=request.spec.with_changes(**changes))

@@ -10,7 +10,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from console.core.errors import UsageError
 from console.profiles.flagcheck import resolve_long_option
+from console.profiles.slo import parse_slo
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -267,6 +269,25 @@ class Variant(Strict):
         return self
 
 
+class BenchDefaults(Strict):
+    """What benchmarks of this profile's servers use unless told otherwise."""
+
+    slo: str | None = Field(
+        default=None,
+        description="Latency targets a level is judged on, e.g. ttft=2s,itl=60ms",
+    )
+
+    @field_validator("slo")
+    @classmethod
+    def _slo_parses(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                parse_slo(value, "slo")
+            except UsageError as exc:
+                raise ValueError(exc.message.removeprefix("slo: ")) from None
+        return value
+
+
 class Profile(Strict):
     """One profile file: a model, the SGLang that serves it, layouts and variants."""
 
@@ -276,6 +297,7 @@ class Profile(Strict):
     server: ServerSpec = Field(default_factory=ServerSpec)
     layouts: dict[Annotated[str, Field(pattern=NAME_PATTERN)], Layout] = Field(min_length=1)
     variants: dict[Annotated[str, Field(pattern=NAME_PATTERN)], Variant] = Field(min_length=1)
+    bench: BenchDefaults = Field(default_factory=BenchDefaults)
 
 
 # What the plan sets from the profile's own fields, with the field to set instead; SGLang

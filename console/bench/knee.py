@@ -1,0 +1,58 @@
+"""A cell's knee: the highest load that met the SLO, from the levels it measured (pure).
+
+The knee is the highest passing load below the lowest failing one: a pass above a failure
+(noise on a level near the limit) does not raise it. Levels cut short by a stop say nothing
+and are left out; a level a saturation search stopped early because it had already failed
+counts as failing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from console.bench.results import Knee, LevelSummary
+from console.bench.slo import Slo
+
+
+def level_load(level: LevelSummary) -> tuple[str, float] | None:
+    """(`concurrency` | `rate`, the load) of a level; None when it names neither."""
+    if level.rate is not None:
+        return "rate", level.rate
+    if level.concurrency is not None:
+        return "concurrency", float(level.concurrency)
+    return None
+
+
+def knee_of(levels: Sequence[LevelSummary], slo: Slo) -> Knee | None:
+    """The knee of one cell's levels of one kind of load; None with fewer than two judged
+    loads, or loads of both kinds."""
+    judged: list[tuple[float, bool]] = []
+    kinds = set()
+    order: list[float] = []
+    for level in levels:
+        load = level_load(level)
+        if load is None or level.status == "interrupted":
+            continue
+        kinds.add(load[0])
+        order.append(load[1])
+        if level.status == "failed":
+            judged.append((load[1], False))
+        elif level.slo_pass is not None:
+            judged.append((load[1], level.slo_pass))
+    if len(kinds) != 1 or len({value for value, _ in judged}) < 2:
+        return None
+    failing = sorted(value for value, passed in judged if not passed)
+    first_failing = failing[0] if failing else None
+    passing = [
+        value
+        for value, passed in judged
+        if passed and (first_failing is None or value < first_failing)
+    ]
+    return Knee(
+        kind=kinds.pop(),
+        value=max(passing) if passing else None,
+        first_failing=first_failing,
+        attainment=slo.attainment,
+        slo=slo.label(),
+        loads=tuple(order),
+    )
