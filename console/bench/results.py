@@ -142,6 +142,9 @@ class LevelRecord:
     status: str = "done"
     error: str | None = None
     flush_error: str | None = None
+    early_stop: str | None = None
+    """Why a saturation search stopped the level before its planned requests (it had
+    already failed the SLO); a level stopped so is done, not interrupted."""
 
     def to_json(self) -> JsonDict:
         return {
@@ -161,6 +164,7 @@ class LevelRecord:
             "status": self.status,
             "error": self.error,
             "flush_error": self.flush_error,
+            "early_stop": self.early_stop,
         }
 
     @classmethod
@@ -185,6 +189,7 @@ class LevelRecord:
             status=str(data.get("status") or "done"),
             error=_opt_str(data.get("error")),
             flush_error=_opt_str(data.get("flush_error")),
+            early_stop=_opt_str(data.get("early_stop")),
         )
 
 

@@ -184,6 +184,7 @@ def summarize_level(
         accept_length_p50=percentile(request_accepts, 50),
         accept_length_p90=percentile(request_accepts, 90),
         dp_ranks=rank_levels(ok, duration if duration > 0 else None, cell.server_dp_size),
+        early_stop=level.early_stop,
         window=window.kind,
         window_note=window.why,
         window_start_s=window.start_s,
