@@ -1,4 +1,4 @@
-"""`ddconsole runs list|show|compare|import|stop`."""
+"""`ddconsole runs list|show|compare|report|import|stop`."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 def register(verbs: Any, common: argparse.ArgumentParser) -> None:
     runs = verbs.add_parser(
-        "runs", parents=[common], help="list, show, compare, import and stop runs"
+        "runs", parents=[common], help="list, show, compare, report, import and stop runs"
     )
     sub = runs.add_subparsers(title="actions", metavar="ACTION")
     runs.set_defaults(handler=_runs_list, json=False, out=None)
@@ -42,6 +42,29 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
     r_cmp.add_argument("--json", action="store_true")
     r_cmp.add_argument("--out", type=Path, default=None, metavar="DIR")
     r_cmp.set_defaults(handler=_runs_compare)
+    r_rep = sub.add_parser(
+        "report",
+        parents=[common],
+        help="a run's plots (SVG, PNG), a Markdown report and one self-contained HTML page",
+    )
+    r_rep.add_argument(
+        "run", metavar="RUN", help="a run id, a unique prefix of one, or a run folder's path"
+    )
+    r_rep.add_argument(
+        "--format",
+        default="svg,png,md,html",
+        metavar="LIST",
+        help="any of svg,png,md,html, comma-separated (default: all)",
+    )
+    r_rep.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="folder to write into (default: the run folder's report/)",
+    )
+    r_rep.add_argument("--json", action="store_true", help="print the files written as JSON")
+    r_rep.set_defaults(handler=_runs_report)
     r_imp = sub.add_parser(
         "import", parents=[common], help="import SGLang bench_serving results (its JSONL) as a run"
     )
@@ -215,6 +238,28 @@ def _runs_compare(args: argparse.Namespace) -> int:
         print_json(result.to_json())
         return 0
     print_compare(result, a, b)
+    return 0
+
+
+def _runs_report(args: argparse.Namespace) -> int:
+    from console.bench.plotdata import cell_gpus
+    from console.bench.rundir import RunDir
+    from console.bench.summary import load_summary
+    from console.export.report import parse_formats, write_report
+
+    formats = parse_formats(args.format)
+    # The run is found in the state dir's runs/ (or given as a path): --out is where the
+    # report goes, not the results folder it means for the other `runs` actions.
+    run = RunDir.open(services(args).state.runs, args.run)
+    summary = load_summary(run)
+    out = args.out if args.out is not None else run.path / "report"
+    written = write_report(summary, cell_gpus(run.meta().cells), out, formats)
+    if args.json:
+        print_json({"run_id": summary.run_id, "out": str(out), "files": [str(p) for p in written]})
+    else:
+        print(f"report of run {summary.run_id} in {out}:")
+        print("\n".join(f"  {path.name}" for path in written))
+    _warn_damage(run)
     return 0
 
 

@@ -1,0 +1,205 @@
+"""`ddconsole runs report`: every format written from a recorded demo run, the SVGs parsed
+and their series counted against the run's cells and levels, the HTML self-contained."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from console.bench.plotdata import cell_gpus, front_indices, run_plots
+from console.bench.rundir import RunDir
+from console.bench.summary import load_summary
+from console.export.report import write_report
+
+FIXTURE = (
+    Path(__file__).resolve().parent.parent
+    / "tui"
+    / "fixtures"
+    / "runs"
+    / "20261129-185811-qwen-ddtree-budgets"
+)
+SVG = "{http://www.w3.org/2000/svg}"
+# The golden run: qwen3.6-27b tp1 with four variants, each at concurrency 1 and 4, on GPU 0.
+CELLS = ("tp1 off", "tp1 ddtree-b15", "tp1 ddtree-b32", "tp1 ddtree-b64")
+LOADS = 2
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The golden run copied to a scratch runs folder, its report written in every format."""
+    runs = tmp_path_factory.mktemp("runs")
+    run_path = runs / FIXTURE.name
+    shutil.copytree(FIXTURE, run_path)
+    run = RunDir(run_path)
+    out = tmp_path_factory.mktemp("report")
+    write_report(load_summary(run), cell_gpus(run.meta().cells), out, ("svg", "png", "md", "html"))
+    return out
+
+
+def series(path: Path) -> dict[str, list[tuple[float, float]]]:
+    """Each plotted series of a report SVG by its id, with the vertices of its path."""
+    root = ET.parse(path).getroot()
+    found: dict[str, list[tuple[float, float]]] = {}
+    for group in root.iter(f"{SVG}g"):
+        gid = group.get("id", "")
+        if gid.startswith(("series-", "pareto-")):
+            found[gid] = _vertices(group)
+    return found
+
+
+def _vertices(group: ET.Element) -> list[tuple[float, float]]:
+    """A line's vertices (its path's M/L points), or a scatter's points (one `use` each)."""
+    uses = list(group.iter(f"{SVG}use"))
+    if uses and group.get("id") == "pareto-points":
+        return [(float(u.get("x", "0")), float(u.get("y", "0"))) for u in uses]
+    for path in group.iter(f"{SVG}path"):
+        numbers = re.findall(r"[ML]\s*(-?[\d.]+)\s+(-?[\d.]+)", path.get("d", ""))
+        if numbers:
+            return [(float(x), float(y)) for x, y in numbers]
+    return []
+
+
+def texts(path: Path) -> str:
+    root = ET.parse(path).getroot()
+    return "\n".join("".join(t.itertext()) for t in root.iter(f"{SVG}text"))
+
+
+def test_every_format_is_written(report: Path) -> None:
+    names = {p.name for p in report.iterdir()}
+    for stem in ("throughput", "ttft", "itl", "pareto"):
+        assert {f"{stem}.svg", f"{stem}.png"} <= names
+    assert {"overview.png", "report.md", "report.html"} <= names
+    # No SLO in this run: no goodput plot.
+    assert "goodput.svg" not in names
+    for png in report.glob("*.png"):
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert png.stat().st_size > 10_000
+
+
+def test_throughput_svg_has_a_line_per_cell_and_a_point_per_level(report: Path) -> None:
+    drawn = series(report / "throughput.svg")
+    assert len(drawn) == len(CELLS)
+    assert all(len(points) == LOADS for points in drawn.values())
+    words = texts(report / "throughput.svg")
+    assert "concurrency (requests in flight)" in words
+    assert "output tok/s" in words
+    for cell in CELLS:
+        assert cell in words  # the legend names each cell
+
+
+@pytest.mark.parametrize(("stem", "axis"), [("ttft", "TTFT (ms)"), ("itl", "ITL (ms)")])
+def test_latency_svgs_have_p50_and_p99_per_cell(report: Path, stem: str, axis: str) -> None:
+    drawn = series(report / f"{stem}.svg")
+    assert len(drawn) == 2 * len(CELLS)
+    assert all(len(points) == LOADS for points in drawn.values())
+    words = texts(report / f"{stem}.svg")
+    assert axis in words
+    assert "p99 dashed" in words
+
+
+def test_pareto_svg_places_every_level_and_rings_the_front(report: Path) -> None:
+    drawn = series(report / "pareto.svg")
+    assert len(drawn["pareto-points"]) == len(CELLS) * LOADS
+    # ddtree-b15 is fastest per GPU and per user at concurrency 1, and per GPU at 4: the
+    # front holds exactly those two levels.
+    assert len(drawn["pareto-front"]) == 2
+    words = texts(report / "pareto.svg")
+    assert "tokens/s per GPU = output tok/s / GPUs of the cell" in words
+    assert "1 / ITL p50" in words
+    assert "tp1 ddtree-b15 @1" in words
+    assert "tp1 off @4" in words
+
+
+class _Refs(HTMLParser):
+    """Every tag and every attribute that could fetch something."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+        self.refs: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        for name, value in attrs:
+            if name in ("src", "href", "xlink:href", "data", "action") and value:
+                self.refs.append(value)
+
+
+def test_html_is_one_self_contained_page_with_every_plot(report: Path) -> None:
+    page = (report / "report.html").read_text(encoding="utf-8")
+    parser = _Refs()
+    parser.feed(page)
+    assert parser.tags.count("svg") == 4
+    for banned in ("script", "link", "img", "iframe", "object", "embed"):
+        assert banned not in parser.tags
+    # Only references inside the page (an SVG's markers and clip paths).
+    assert parser.refs
+    assert all(ref.startswith("#") for ref in parser.refs), parser.refs
+    assert "url(http" not in page
+    assert "@import" not in page
+    assert "<!DOCTYPE svg" not in page
+    # Every id a plot refers to (markers, clip paths) is defined once in the page: the
+    # plots inlined side by side do not take each other's.
+    referenced = set(re.findall(r'(?:href="#|url\(#)([^")]+)', page))
+    assert referenced
+    for ref in referenced:
+        assert page.count(f'id="{ref}"') == 1, ref
+    # The level table: a row per cell and level, the front's rows marked.
+    assert page.count("<tr") == 1 + len(CELLS) * LOADS
+    assert page.count('<tr class="front">') == 2
+
+
+def test_markdown_links_images_that_exist_and_tabulates_every_level(report: Path) -> None:
+    text = (report / "report.md").read_text(encoding="utf-8")
+    links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
+    assert sorted(links) == ["itl.svg", "pareto.svg", "throughput.svg", "ttft.svg"]
+    assert all((report / link).is_file() for link in links)
+    rows = [line for line in text.splitlines() if line.startswith("| tp1 ")]
+    assert len(rows) == len(CELLS) * LOADS
+    # Every table row has as many cells as the header.
+    header = next(line for line in text.splitlines() if line.startswith("| CELL"))
+    assert all(row.count(" | ") == header.count(" | ") for row in rows)
+
+
+def test_front_indices_keep_only_undominated_points() -> None:
+    points = [(1.0, 5.0), (2.0, 4.0), (1.5, 3.0), (3.0, 1.0), (3.0, 0.5), (2.0, 4.0)]
+    assert front_indices(points) == {0, 1, 3, 5}
+
+
+def test_a_cell_without_a_gpu_count_stays_off_the_pareto_plot() -> None:
+    summary = load_summary(RunDir(FIXTURE))
+    gpus = cell_gpus(RunDir(FIXTURE).meta().cells)
+    assert set(gpus.values()) == {1}
+    gpus.pop("qwen3.6-27b/tp1/off")
+    plots = run_plots(summary, gpus)
+    assert plots.pareto is not None
+    assert plots.pareto.left_out == ("tp1 off",)
+    assert len(plots.pareto.points) == (len(CELLS) - 1) * LOADS
+
+
+def test_cli_writes_the_report_and_says_how_to_install_matplotlib(
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_path = tmp_path / "runs" / FIXTURE.name
+    shutil.copytree(FIXTURE, run_path)
+    result = cli("runs", "report", str(run_path), "--format", "md,html", "--json")
+    assert result.code == 0, result.err
+    written = json.loads(result.out)
+    assert written["out"] == str(run_path / "report")
+    assert {Path(f).name for f in written["files"]} >= {"report.md", "report.html", "pareto.svg"}
+    bad = cli("runs", "report", str(run_path), "--format", "pdf")
+    assert bad.code == 2
+    assert "--format 'pdf': unknown pdf; choose from svg,png,md,html" in bad.err
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if it were not installed
+    missing = cli("runs", "report", str(run_path), "--out", str(tmp_path / "none"))
+    assert missing.code == 1
+    assert "pip install 'ddconsole[report]'" in missing.err
+    assert "Traceback" not in missing.err
+    assert not (tmp_path / "none").exists()
