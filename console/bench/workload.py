@@ -35,9 +35,13 @@ class Prompt:
 class PromptSource(Protocol):
     """A workload kind besides random ids: prompts by position in a level's stream."""
 
-    name: str
-    timed: bool
-    """True when prompts carry arrival times (`Prompt.at_s`) to be replayed."""
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def timed(self) -> bool:
+        """True when prompts carry arrival times (`Prompt.at_s`) to be replayed."""
+        ...
 
     def prompts(self, salt: int, start: int, count: int) -> list[Prompt]:
         """Prompts `start` .. `start + count - 1` of the stream keyed by `salt` (a level's

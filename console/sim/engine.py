@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 from console.sim.catalog import ModelEntry
 from console.sim.clock import SimClock, StepTimer
 from console.sim.perf import Decoding, draw_commit, prefill_time, step_time
+from console.sim.prefix import NO_KEYS, PrefixCache, PrefixKeys
 from console.sim.stats import FinishedRecord, SimStats
 from console.sim.text import TokenStream
 
@@ -63,6 +64,10 @@ class SimRequest:
     """The request's priority as its metric label reads it (`str(req.priority)`)."""
     reasoning_tokens: int = 0
     """Leading output tokens that are thinking (with `--reasoning-parser`)."""
+    prefix: PrefixKeys = NO_KEYS
+    """The prompt's block keys for the prefix cache."""
+    cached_tokens: int = 0
+    """Prompt tokens found in the prefix cache at prefill (`meta_info["cached_tokens"]`)."""
 
     @property
     def done(self) -> bool:
@@ -90,6 +95,7 @@ class Engine:
         max_total_tokens: int,
         on_step: Callable[[Engine, float], None] | None = None,
         log_prefixes: Sequence[str] = ("",),
+        prefix_cache: bool = True,
     ) -> None:
         self.rank = rank
         self.log_prefixes = tuple(log_prefixes) or ("",)
@@ -114,6 +120,8 @@ class Engine:
         """Tokens processed per forward pass, summed (PCIe traffic model)."""
         self.before_prefill: Callable[[list[SimRequest]], None] | None = None
         """Called with each prefill batch before its KV slots are allocated (a fault hook)."""
+        self.cache = PrefixCache(enabled=prefix_cache)
+        """This rank's radix cache (off with `--disable-radix-cache`)."""
 
     # -- interface ---------------------------------------------------------------------------
 
@@ -180,20 +188,29 @@ class Engine:
     async def _prefill(self, batch: list[SimRequest]) -> None:
         if self.before_prefill is not None:
             self.before_prefill(batch)
-        tokens = sum(r.input_len for r in batch)
         start = self.clock.now()
+        cache = self.cache
+        cached = 0
         for request in batch:
             request.admitted_at = start
+            # Matched when the batch is formed; a prefix that two requests of one batch
+            # share is computed for both, as in SGLang (inserted after the forward pass).
+            hit = request.prefix.tokens(cache.match(request.prefix), request.input_len)
+            request.cached_tokens = hit
+            cached += hit
+        # Prefill computes only the tokens the cache did not hold.
+        tokens = sum(r.input_len for r in batch) - cached
         duration = prefill_time(self.model, self.tp, tokens)
         await self.timer.wait(duration)
         self.busy_sim_s += duration
         self.tokens_in_steps += tokens
         now = self.clock.now()
         self._log(
-            "Prefill batch, #new-seq: %d, #new-token: %d, #cached-token: 0, token usage: "
+            "Prefill batch, #new-seq: %d, #new-token: %d, #cached-token: %d, token usage: "
             "%.2f, #running-req: %d, #queue-req: %d",
             len(batch),
             tokens,
+            cached,
             self.used_tokens / max(1, self.max_total_tokens),
             len(self.running),
             len(self.waiting),
@@ -211,8 +228,11 @@ class Engine:
                 self._finish(request, now)
             else:
                 self.running.append(request)
+        room = self.max_total_tokens - self.used_tokens
+        for request in batch:
+            cache.insert(request.prefix, room)
         self._publish_load()
-        self.stats.on_prefill(self.rank, tokens, now)
+        self.stats.on_prefill(self.rank, tokens, now, cached)
         if self.on_step:
             self.on_step(self, now)
 
@@ -289,6 +309,7 @@ class Engine:
                 finished=now,
                 prompt_tokens=request.input_len,
                 completion_tokens=request.generated,
+                cached_tokens=request.cached_tokens,
                 verify_ct=request.verify_ct,
                 chunks=len(request.chunks),
                 streaming=request.streaming,

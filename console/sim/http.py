@@ -18,6 +18,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from console.sim.dispatch import meta_dp_rank
 from console.sim.engine import Chunk, Engine, SimRequest
+from console.sim.prefix import NO_KEYS, PrefixKeys, id_keys, text_keys
 from console.sim.state import SimState, Status
 from console.sim.text import count_tokens, dumps
 from console.sim.tokenizer import preload
@@ -270,6 +271,8 @@ class Handlers:
             # (srt/entrypoints/http_server.py:1029-1040, srt/managers/scheduler.py:5518-5546).
             return PlainTextResponse("Flush cache failed.\n", status_code=400)
         state.stats.flush()
+        for engine in state.engines:
+            engine.cache.clear()  # tree_cache.reset() (srt/managers/scheduler.py:5518-5524)
         log.info("Cache flushed successfully!")
         return PlainTextResponse(
             "Cache flushed.\nPlease check backend logs for more details. (When there are running "
@@ -277,6 +280,16 @@ class Handlers:
         )
 
     # -- generation --------------------------------------------------------------------------
+
+    def _keys(
+        self, *, ids: list[int] | None = None, text: str | None = None, input_len: int = 0
+    ) -> PrefixKeys:
+        """The prompt's prefix-cache keys (none with `--disable-radix-cache`)."""
+        if self.state.options.get("disable_radix_cache"):
+            return NO_KEYS
+        if ids is not None:
+            return id_keys(ids)
+        return text_keys(text or "", input_len)
 
     async def _body(self, request: Request) -> dict[str, Any] | Response:
         try:
@@ -312,8 +325,10 @@ class Handlers:
             if not isinstance(ids, list) or (ids and isinstance(ids[0], list)):
                 return _error(400, "batched input_ids are not supported by the simulator")
             input_len = len(ids)
+            prefix = self._keys(ids=ids)
         elif isinstance(body.get("text"), str):
             input_len = count_tokens(body["text"], self.state.model.model_type)
+            prefix = self._keys(text=body["text"], input_len=input_len)
         elif isinstance(body.get("text"), list):
             return _error(400, "batched text is not supported by the simulator")
         else:
@@ -331,6 +346,7 @@ class Handlers:
             rid=body.get("rid"),
             arrival=received,
             priority=body.get("priority"),
+            prefix=prefix,
         )
         engine = self.state.submit(sim_request)
         if not stream:
@@ -370,7 +386,8 @@ class Handlers:
         meta = (
             f'"id":"{req.rid}","finish_reason":{finish},"prompt_tokens":{req.input_len},'
             f'"weight_version":"default","num_retractions":0,"reasoning_tokens":0,'
-            f'"completion_tokens":{chunk.completion_tokens},"cached_tokens":0'
+            f'"completion_tokens":{chunk.completion_tokens},"cached_tokens":{req.cached_tokens},'
+            f'"cached_tokens_details":{_cache_details(req.cached_tokens)}'
         ) + meta_dp_rank(req.dp_rank, state.dp)
         if final:
             e2e = (req.finished_at or state.clock.now()) - req.arrival
@@ -446,12 +463,19 @@ class Handlers:
                 for m in messages
                 if isinstance(m, dict)
             )
+            # The chat template renders each message after its role: the cache sees that.
+            rendered = "".join(
+                f"<{m.get('role')}>{m.get('content', '')}" for m in messages if isinstance(m, dict)
+            )
+            prefix = self._keys(text=rendered, input_len=input_len)
         else:
             prompt = body.get("prompt")
             if isinstance(prompt, list) and prompt and isinstance(prompt[0], int):
                 input_len = len(prompt)
+                prefix = self._keys(ids=prompt)
             elif isinstance(prompt, str):
                 input_len = count_tokens(prompt, self.state.model.model_type)
+                prefix = self._keys(text=prompt, input_len=input_len)
             else:
                 return _error(400, "prompt must be a string or a list of token ids")
         try:
@@ -466,6 +490,7 @@ class Handlers:
             streaming=stream,
             arrival=received,
             priority=body.get("priority"),
+            prefix=prefix,
         )
         if chat and self.state.reasoning_parser and body.get("separate_reasoning", True):
             sim_request.reasoning_tokens = thinking_tokens(sim_request.target)
@@ -594,6 +619,13 @@ class Handlers:
         if spec_details and self.state.decode.speculative and req.verify_ct:
             result["sglext"] = {"spec_tokens_details": self._sglext_spec_details(req)}
         return result
+
+
+def _cache_details(cached: int) -> str:
+    """`meta_info["cached_tokens_details"]`: null without a hit, else the device tier's count
+    (sglang 0.5.23 srt/managers/scheduler_components/output_streamer.py:102-131, passed on at
+    srt/managers/tokenizer_manager.py:2570-2576)."""
+    return f'{{"device":{cached},"host":0}}' if cached > 0 else "null"
 
 
 def _usage(req: SimRequest) -> dict[str, Any]:

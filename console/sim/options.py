@@ -49,6 +49,7 @@ MODELED = frozenset(
         "speculative_ddtree_budget",
         "context_length",
         "mamba_radix_cache_strategy",
+        "disable_radix_cache",
         "stream_interval",
         # sglang 0.5.23 srt/arg_groups/fields/observability.py:104-115
         "bucket_time_to_first_token",

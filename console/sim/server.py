@@ -492,6 +492,7 @@ class SimServer:
                 max_running=max_running,
                 max_total_tokens=max_total,
                 log_prefixes=batch_prefixes[rank],
+                prefix_cache=not options.get("disable_radix_cache"),
             )
             for rank in range(self.dp)
         ]

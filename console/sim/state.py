@@ -15,6 +15,7 @@ from console.sim.dispatch import Dispatcher
 from console.sim.engine import Engine, SimRequest
 from console.sim.options import SimOptions
 from console.sim.perf import Decoding
+from console.sim.prefix import NO_KEYS, PrefixKeys
 from console.sim.stats import SimStats
 from console.sim.text import TokenStream
 
@@ -98,6 +99,7 @@ class SimState:
         log_metrics: bool = True,
         arrival: float | None = None,
         priority: object = None,
+        prefix: PrefixKeys = NO_KEYS,
     ) -> SimRequest:
         number = next(self._rid)
         stop_at = max_new
@@ -114,6 +116,7 @@ class SimState:
             arrival=self.clock.now() if arrival is None else arrival,
             log_metrics=log_metrics,
             priority=self.priority_label(priority),
+            prefix=prefix,
         )
 
     def submit(self, request: SimRequest) -> Engine:

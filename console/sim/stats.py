@@ -131,6 +131,8 @@ class FinishedRecord:
     streaming: bool
     first_sent: float | None = None
     """When the first chunk went to the socket (the server-side view of a client's TTFT)."""
+    cached_tokens: int = 0
+    """Prompt tokens the prefix cache held at prefill."""
 
     def to_json(self) -> dict[str, Any]:
         ttft = (self.first_sent or self.first_token) - self.arrival
@@ -150,6 +152,7 @@ class FinishedRecord:
             "e2e_s": self.finished - self.arrival,
             "itl_s": itl,
             "prompt_tokens": self.prompt_tokens,
+            "cached_tokens": self.cached_tokens,
             "completion_tokens": self.completion_tokens,
             "verify_ct": self.verify_ct,
             "chunks": self.chunks,
@@ -193,6 +196,8 @@ class RankTotals:
     known_priorities: set[str] = field(default_factory=set)
     accept_length: float = 0.0
     accept_rate: float = 0.0
+    cache_hit_rate: float = 0.0
+    """The last prefill batch's hit ratio (prefill-owned: decode ticks keep it)."""
 
 
 def prepare_buckets(source: Iterable[float]) -> list[float]:
@@ -299,6 +304,17 @@ class SimStats:
             "sglang:realtime_tokens_total",
             "Number of tokens processed, updated every forward step.",
         )
+        # sglang 0.5.23 srt/observability/metrics_collector.py:1040-1054 (help text shortened).
+        self.prefill_effective_tokens = Counter(
+            "sglang:prefill_effective_tokens_total",
+            "Effective prefill tokens with retracted-request re-counts excluded, updated on "
+            "each log interval. mode: device_hit, host_hit, storage_hit, input.",
+        )
+        # A tokenizer metric, per finished request (metrics_collector.py:1934-1938, 2114-2134).
+        self.cached_tokens = Counter(
+            "sglang:cached_tokens_total",
+            "Number of cached prompt tokens by source (device/host/storage).",
+        )
         self.prompt_tokens = Counter(
             "sglang:prompt_tokens_total", "Number of prefill tokens processed."
         )
@@ -348,9 +364,11 @@ class SimStats:
             self.utilization,
             self.max_total_num_tokens,
             self.realtime_tokens,
+            self.prefill_effective_tokens,
             self.prompt_tokens,
             self.generation_tokens,
             self.num_requests,
+            self.cached_tokens,
             self.num_aborted,
             self.spec_verify_calls,
             self.ttft,
@@ -363,9 +381,13 @@ class SimStats:
     def start(self, now: float) -> None:
         """The schedulers start: the idle path's 30 s and the throughput staleness count
         from here (metrics_collector.py:358, metrics_reporter.py:280)."""
-        for totals in self.ranks:
+        for rank, totals in enumerate(self.ranks):
             totals.last_log_at = now
             totals.last_tick_at = now
+            # Every mode is pre-seeded at 0 (metrics_collector.py:1051-1054).
+            labels = self.scheduler_labels(rank)
+            for mode in ("input", "device_hit", "host_hit", "storage_hit"):
+                self.prefill_effective_tokens.inc((*labels, ("mode", mode)), 0)
 
     # -- the scheduler's stats log -----------------------------------------------------------
 
@@ -377,7 +399,7 @@ class SimStats:
         self._queue_gauge(self.num_running, rank, totals.running, totals.running_by_priority)
         self._queue_gauge(self.num_queue, rank, totals.queued, totals.queued_by_priority)
         self.gen_throughput.set(labels, totals.last_gen_throughput)
-        self.cache_hit_rate.set(labels, 0.0)
+        self.cache_hit_rate.set(labels, totals.cache_hit_rate)
         self.token_usage.set(labels, totals.used_tokens / max(1, totals.max_tokens))
         self.num_used_tokens.set(labels, totals.used_tokens)
         self.spec_accept_length.set(labels, totals.accept_length)
@@ -398,13 +420,20 @@ class SimStats:
 
     # -- events ------------------------------------------------------------------------------
 
-    def on_prefill(self, rank: int, tokens: int, now: float) -> None:
-        """A prefill batch: realtime prefill tokens, then a stats log whose gen_throughput is
-        0 once decode ticks are stale (metrics_reporter.py:266-274, 810-868)."""
+    def on_prefill(self, rank: int, tokens: int, now: float, cached: int = 0) -> None:
+        """A prefill batch of `tokens` computed and `cached` reused tokens: realtime and
+        effective prefill tokens, the batch's hit rate, then a stats log whose gen_throughput
+        is 0 once decode ticks are stale (metrics_reporter.py:266-274, 810-868)."""
+        labels = self.scheduler_labels(rank)
         if tokens:
-            labels = self.scheduler_labels(rank)
             self.realtime_tokens.inc((*labels, ("mode", "prefill_compute")), tokens)
+            self.prefill_effective_tokens.inc((*labels, ("mode", "input")), tokens)
+        if cached:
+            self.realtime_tokens.inc((*labels, ("mode", "prefill_cache")), cached)
+            self.prefill_effective_tokens.inc((*labels, ("mode", "device_hit")), cached)
         totals = self.ranks[rank]
+        total = tokens + cached
+        totals.cache_hit_rate = cached / total if total > 0 else 0.0
         if now - totals.last_tick_at > GEN_THROUGHPUT_STALENESS_S:
             totals.last_gen_throughput = 0.0
         self._log_stats(rank, now)
@@ -490,6 +519,12 @@ class SimStats:
         self.prompt_tokens.inc(streaming, record.prompt_tokens)
         self.generation_tokens.inc(streaming, record.completion_tokens)
         self.num_requests.inc(streaming)
+        if record.cached_tokens > 0:
+            # cached_tokens_details is {"device": N, "host": 0} without a hierarchical cache
+            # (srt/managers/scheduler_components/output_streamer.py:102-131).
+            self.cached_tokens.inc(
+                (*self.tokenizer_labels, ("cache_source", "device")), record.cached_tokens
+            )
         # Only a request that verified creates the series (metrics_collector.py:2111-2112).
         if self.spec_on and record.verify_ct > 0:
             self.spec_verify_calls.inc(self.tokenizer_labels, record.verify_ct)
