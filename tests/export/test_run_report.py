@@ -203,3 +203,21 @@ def test_cli_writes_the_report_and_says_how_to_install_matplotlib(
     assert "pip install 'ddconsole[report]'" in missing.err
     assert "Traceback" not in missing.err
     assert not (tmp_path / "none").exists()
+
+
+def test_matplotlib_stays_out_of_the_startup_path() -> None:
+    """Importing the CLI, the TUI and the report's own modules, and listing runs, loads no
+    matplotlib: only writing a report does."""
+    import subprocess
+
+    probe = (
+        "import sys\n"
+        "from console.cli import main\n"
+        "import console.tui.app, console.export.report, console.bench.plotdata\n"
+        "main(['runs', 'list'])\n"
+        "print('MPL', 'matplotlib' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert "MPL False" in done.stdout, done.stderr

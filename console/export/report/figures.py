@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from console.bench.plotdata import PER_GPU, PER_USER, Pareto, Plot, RunPlots
+from console.bench.plotdata import PER_GPU, PER_USER, Pareto, ParetoPoint, Plot, RunPlots
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -135,11 +135,11 @@ def draw_pareto(ax: Axes, pareto: Pareto, palette: dict[str, str]) -> None:
         gid="pareto-front",
         zorder=2,
     )
-    for point in points:
+    for point, offset in zip(points, _label_offsets(points), strict=True):
         ax.annotate(
             point.label,
             (point.per_gpu, point.per_user),
-            xytext=(4, 4),
+            xytext=(4, offset),
             textcoords="offset points",
             fontsize=7,
             fontweight="bold" if point.on_front else "normal",
@@ -148,7 +148,7 @@ def draw_pareto(ax: Axes, pareto: Pareto, palette: dict[str, str]) -> None:
     ax.set_title(Pareto.title)
     ax.set_xlabel(PER_GPU)
     ax.set_ylabel("tokens/s per user")
-    ax.set_xlim(left=0, right=_headroom(max(p.per_gpu for p in points)))
+    ax.set_xlim(left=0, right=_headroom(max(p.per_gpu for p in points), 1.3))
     ax.set_ylim(bottom=0, top=_headroom(max(p.per_user for p in points)))
     ax.legend(fontsize=7, loc="upper right", frameon=False)
     note = PER_USER
@@ -160,9 +160,31 @@ def draw_pareto(ax: Axes, pareto: Pareto, palette: dict[str, str]) -> None:
     )  # fmt: skip
 
 
-def _headroom(top: float) -> float:
-    """Room above the largest value for its label."""
-    return top * 1.18 if top > 0 and math.isfinite(top) else 1.0
+def _label_offsets(points: Sequence[ParetoPoint]) -> list[int]:
+    """A vertical offset (points) per label: a label whose point sits close to an earlier
+    one's (a label is about a third of the plot wide and a sixteenth high) goes a line
+    below it, so neither hides the other."""
+    span_x = max((p.per_gpu for p in points), default=1.0) or 1.0
+    span_y = max((p.per_user for p in points), default=1.0) or 1.0
+    placed: list[tuple[ParetoPoint, int]] = []
+    offsets = []
+    for point in points:
+        offset = 4
+        for other, used in placed:
+            near = (
+                abs(other.per_gpu - point.per_gpu) < 0.3 * span_x
+                and abs(other.per_user - point.per_user) < 0.06 * span_y
+            )
+            if near and used >= offset - 9:
+                offset = used - 10
+        placed.append((point, offset))
+        offsets.append(offset)
+    return offsets
+
+
+def _headroom(top: float, factor: float = 1.18) -> float:
+    """Room beyond the largest value for its label."""
+    return top * factor if top > 0 and math.isfinite(top) else 1.0
 
 
 def _panels(plots: RunPlots) -> list[Plot | Pareto]:
