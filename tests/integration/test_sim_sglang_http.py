@@ -48,10 +48,12 @@ def test_series_appear_at_first_use(tmp_path: Path):
         running_sim([*SMALL, "--skip-server-warmup"], tmp_path, speed=0) as sim,
         sim.client() as client,
     ):
-        # Nothing served yet: only the startup constant exists (emit_constants,
-        # sglang 0.5.23 srt/observability/metrics_collector.py:1769-1782).
+        # Nothing served yet: only the startup constant (emit_constants, sglang 0.5.23
+        # srt/observability/metrics_collector.py:1769-1782) and the effective prefill tokens,
+        # every mode pre-seeded at 0 (:1051-1054).
         before = families(client.get("/metrics").text)
-        assert set(before) == {"sglang:max_total_num_tokens"}
+        assert set(before) == {"sglang:max_total_num_tokens", "sglang:prefill_effective_tokens"}
+        assert {s.value for s in before["sglang:prefill_effective_tokens"].samples} == {0.0}
         generate(client, 48)
         after = families(client.get("/metrics").text)
         # A non-speculative server never creates spec_verify_calls_total (:2111-2112) ...

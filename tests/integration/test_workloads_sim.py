@@ -1,0 +1,205 @@
+"""Every workload kind against a real simulator process: requests complete with the lengths
+asked for, multi-turn chats hit the simulated radix cache, and trace replay keeps the trace's
+arrival times."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import httpx
+import pytest
+
+from console.bench.client import Endpoint, RequestResult, make_client
+from console.bench.levels import LevelOutcome, LevelSpec, Target, run_level
+from console.bench.workload import Prompt, Workload
+from console.bench.workload_files import resolve
+from console.bench.workload_kinds import LengthDistribution, LogNormal, MultiTurn, SharedPrefix
+from console.bench.workload_trace import Trace, TraceReplay, TraceRow
+from tests.simproc import SMALL, SimProcess, running_sim
+
+SPEED = 20.0
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProcess]:
+    with running_sim(SMALL, tmp_path_factory.mktemp("sim"), speed=SPEED) as process:
+        yield process
+
+
+def _run(
+    sim: SimProcess,
+    workload: Workload,
+    spec: LevelSpec,
+    *,
+    endpoint: Endpoint = Endpoint.GENERATE,
+    scale: float = SPEED,
+) -> tuple[LevelOutcome, dict[int, RequestResult]]:
+    by_index: dict[int, RequestResult] = {}
+
+    def keep(index: int, result: RequestResult) -> None:
+        by_index[index] = result
+
+    async def go() -> LevelOutcome:
+        async with make_client(8, timeout_s=120) as client:
+            return await run_level(
+                client,
+                Target(sim.url, time_scale=scale),
+                endpoint,
+                workload,
+                spec,
+                on_result=keep,
+                stop=asyncio.Event(),
+            )
+
+    outcome = asyncio.run(go())
+    errors = [r.error for r in outcome.results if r.error]
+    assert not errors, errors
+    return outcome, by_index
+
+
+def _metric(sim: SimProcess, name: str, **labels: str) -> float:
+    """The sum of a metric's samples whose labels include `labels`."""
+    total = 0.0
+    for line in httpx.get(f"{sim.url}/metrics", timeout=10).text.splitlines():
+        if line.startswith(name) and all(f'{k}="{v}"' in line for k, v in labels.items()):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+SMALL_CHAT = LengthDistribution(
+    input=LogNormal(median=200, sigma=0.8, low=4, high=2000),
+    output=LogNormal(median=24, sigma=0.6, low=1, high=96),
+)
+KINDS = {
+    "random": lambda base: base,
+    "chat": lambda base: replace(base, source=SMALL_CHAT),
+    "shared-prefix": lambda base: replace(
+        base, source=SharedPrefix(prefix_len=256, groups=2, output=SMALL_CHAT.output)
+    ),
+    "multi-turn": lambda base: replace(
+        base,
+        source=MultiTurn(
+            conversations=3, turns=3, system_len=128, answer=LogNormal(24, 0.5, 4, 64)
+        ),
+    ),
+    "chat-prompts": lambda base: resolve("chat-prompts", base),
+    "chat-trace": lambda base: resolve("chat-trace", base),
+    "mooncake-agent": lambda base: resolve("mooncake-agent", base),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_each_workload_kind_runs_against_the_simulator(sim: SimProcess, kind: str):
+    workload = KINDS[kind](Workload(input_len=64, output_len=16))
+    count = 9
+    # A trace is replayed at 4x its own clock on top of the simulator's speed-up.
+    replay = 4.0 if workload.timed else None
+    spec = LevelSpec(0, 3, None, count, None, warmup=1, replay=replay)
+    expected = (
+        workload.source.prompts(0, 0, count)
+        if workload.source is not None
+        else workload.prompts(count, level=0)
+    )
+    outcome, results = _run(sim, workload, spec)
+    assert sorted(results) == list(range(count))
+    for index, result in results.items():
+        prompt = expected[index]
+        assert result.output_tokens == prompt.output_len, (index, prompt)
+        if prompt.input_ids is not None:
+            assert result.prompt_tokens == prompt.input_len, (index, prompt.input_len)
+        else:
+            assert (result.prompt_tokens or 0) > 0
+    if workload.timed:
+        # Open loop on the trace's clock: the level lasts as long as its arrivals.
+        span = expected[-1].at_s or 0.0
+        assert outcome.wall_s >= span / (SPEED * 4) * 0.95
+
+
+def _native(sim: SimProcess, prompt: Prompt) -> list[dict]:
+    """Every streamed chunk's meta_info of one /generate request."""
+    body = {
+        "input_ids": list(prompt.input_ids or ()),
+        "stream": True,
+        "sampling_params": {"max_new_tokens": prompt.output_len, "ignore_eos": True},
+    }
+    metas = []
+    with httpx.stream("POST", f"{sim.url}/generate", json=body, timeout=60) as response:
+        for line in response.iter_lines():
+            if line.startswith("data: {"):
+                metas.append(json.loads(line[6:])["meta_info"])
+    return metas
+
+
+def test_multi_turn_hits_the_simulated_prefix_cache(sim: SimProcess):
+    source = MultiTurn(conversations=2, turns=4, system_len=200, answer=LogNormal(32, 0.3, 8, 64))
+    workload = Workload(input_len=64, output_len=16, source=source)
+    before = _metric(sim, "sglang:cached_tokens_total", cache_source="device")
+    cache_before = _metric(sim, "sglang:realtime_tokens_total", mode="prefill_cache")
+    # Concurrency 2 over 2 conversations: each turn goes after its conversation's last.
+    _run(sim, workload, LevelSpec(5, 2, None, 8, None, warmup=0))
+    gained = _metric(sim, "sglang:cached_tokens_total", cache_source="device") - before
+    assert gained > 0
+    assert (
+        _metric(sim, "sglang:realtime_tokens_total", mode="prefill_cache") - cache_before == gained
+    )
+    stats = sim.stats()["requests"][-8:]
+    # Turn 0 of each conversation has nothing cached; every later turn reuses the whole
+    # earlier prompt (in whole 16-token blocks; the made-up answer is never cached).
+    prompts = source.prompts(5, 0, 8)
+    expected = []
+    for index, prompt in enumerate(prompts):
+        _, turn = source.turn_of(index)
+        previous = prompts[index - source.conversations].input_len if turn else 0
+        expected.append((prompt.input_len, previous // 16 * 16))
+    assert sorted((r["prompt_tokens"], r["cached_tokens"]) for r in stats) == sorted(expected)
+    assert sum(r["cached_tokens"] for r in stats) == gained
+    # meta_info carries the hit in every chunk of a later turn, and SGLang's breakdown.
+    later = source.prompts(5, 2, 1)[0]  # conversation 0, turn 1: its turn 0 is cached
+    metas = _native(sim, later)
+    assert metas
+    assert all(m["cached_tokens"] > 0 for m in metas)
+    assert metas[0]["cached_tokens_details"] == {"device": metas[0]["cached_tokens"], "host": 0}
+    assert f"#cached-token: {metas[0]['cached_tokens']}" in sim.log()
+    # /flush_cache empties the tree: the same prompt then hits nothing.
+    assert httpx.post(f"{sim.url}/flush_cache", timeout=30).status_code == 200
+    assert all(
+        m["cached_tokens"] == 0 and m["cached_tokens_details"] is None for m in _native(sim, later)
+    )
+
+
+def _trace(count: int, gap_s: float) -> Trace:
+    rows = tuple(
+        TraceRow(index * gap_s + (0.37 * gap_s if index % 3 == 1 else 0.0), 48 + index % 5, 6)
+        for index in range(count)
+    )
+    return Trace("synthetic", "jsonl", rows)
+
+
+def test_trace_replay_keeps_the_arrival_times(tmp_path: Path):
+    """Sends land at the trace's offsets (real seconds here: the simulator runs at speed 1 and
+    the target's time scale is 1). The per-request figures under a quiet machine are in
+    bench/RESULTS.md (bench/trace_replay.py); here, under `pytest -n 4`, the median and p90
+    lateness must stay within 5 ms, no send may be early, and lateness must not grow along
+    the trace (absolute scheduling, no drift)."""
+    trace = _trace(60, 0.05)
+    workload = Workload(input_len=48, output_len=6, source=TraceReplay(trace))
+    with running_sim(SMALL, tmp_path, speed=1) as sim:
+        spec = LevelSpec(0, None, None, len(trace.rows), None, warmup=1, replay=1.0)
+        outcome, results = _run(sim, workload, spec, scale=1.0)
+    sends = sorted(results.items())
+    assert len(sends) == len(trace.rows)
+    first = sends[0][1].send_wall
+    late = [(result.send_wall - first) - trace.rows[index].at_s for index, result in sends]
+    assert min(late) > -0.001, min(late)
+    ordered = sorted(late)
+    assert statistics.median(late) < 0.005, ordered[-5:]
+    assert ordered[int(len(ordered) * 0.9)] < 0.005, ordered[-5:]
+    # No drift: the last third is no later on the whole than the first third.
+    third = len(late) // 3
+    assert statistics.median(late[-third:]) < statistics.median(late[:third]) + 0.003
+    assert outcome.wall_s >= trace.span_s
