@@ -16,6 +16,8 @@ from pydantic import ValidationError
 
 from console.bench.spec import CampaignSpec, CellSpec, load_campaign
 from console.bench.workload import DEFAULT_VOCAB, Workload, load_dataset
+from console.bench.workload_files import named_trace, replay_level
+from console.bench.workload_files import resolve as resolve_workload
 from console.core.errors import ConsoleError, UsageError
 from console.profiles.command import select
 from console.profiles.loader import ProfileCatalog
@@ -113,6 +115,12 @@ class BenchRequest:
     seed: int = 0
     dataset: str | None = None
     """Prompts from this JSONL or ShareGPT JSON file instead of random token ids."""
+    workload_name: str | None = None
+    """Another workload (`--workload`/`--trace`): a built-in kind (chat, shared-prefix,
+    multi-turn), a shipped or user workload file by name, or a dataset or trace file's path
+    (console.bench.workload_files)."""
+    replay_speed: float = 1.0
+    """A trace replay's speed-up over the trace's own clock."""
     vocab_size: int = DEFAULT_VOCAB
     name: str | None = None
     """The run's name (default: `bench-` and the cell: profile-layout-variant, or the URL)."""
@@ -139,6 +147,8 @@ class BenchRequest:
             raise UsageError("rates must be positive (requests per second)")
         if self.warmup < 0:
             raise UsageError("--warmup cannot be negative")
+        if self.workload_name is not None and self.dataset is not None:
+            raise UsageError("give --workload (or --trace) or --dataset, not both")
         self.levels()
         self.workload_spec().validate()
         check_analysis(self.slo, self.attainment, self.find_max_limit, "--slo")
@@ -149,6 +159,20 @@ class BenchRequest:
         return parse_slo(self.slo, "--slo", self.attainment) if self.slo else None
 
     def levels(self) -> list[LevelSpec]:
+        trace = named_trace(self.workload_name)
+        if trace is not None:
+            # A trace sets its own arrivals: one level, the whole trace unless --requests or
+            # --duration cut it.
+            return [
+                replay_level(
+                    trace,
+                    speed=self.replay_speed,
+                    requests=self.requests,
+                    duration_s=self.duration_s,
+                    warmup=self.warmup,
+                    flush_cache=self.flush_cache,
+                )
+            ]
         return level_specs(
             concurrency=self.concurrency,
             rates=self.rates,
@@ -172,6 +196,8 @@ class BenchRequest:
     def workload(self) -> Workload:
         """The workload with the dataset's prompts loaded (the runner calls this)."""
         spec = self.workload_spec().validate()
+        if self.workload_name is not None:
+            return resolve_workload(self.workload_name, spec)
         if spec.dataset is None:
             return spec
         prompts = tuple(load_dataset(spec.dataset, self.output_len))
@@ -197,6 +223,8 @@ class BenchRequest:
             "endpoint": self.endpoint,
             "seed": self.seed,
             "dataset": self.dataset,
+            "workload": self.workload_name,
+            "replay_speed": self.replay_speed,
             "vocab_size": self.vocab_size,
             "warmup": self.warmup,
             "flush_cache": self.flush_cache,
@@ -306,6 +334,19 @@ class CampaignRequest:
 
     def levels(self) -> list[LevelSpec]:
         spec = self.spec
+        trace = named_trace(spec.workload, "workload")
+        if trace is not None:
+            # The whole trace, unless `duration_s` cuts it (`requests` is for other kinds).
+            return [
+                replay_level(
+                    trace,
+                    speed=spec.replay_speed,
+                    requests=None,
+                    duration_s=spec.duration_s,
+                    warmup=spec.warmup,
+                    flush_cache=spec.flush_cache,
+                )
+            ]
         return level_specs(
             concurrency=tuple(spec.concurrency),
             rates=tuple(spec.rates),
@@ -318,7 +359,7 @@ class CampaignRequest:
     def workload(self) -> Workload:
         spec = self.spec
         dataset = Path(spec.dataset) if spec.dataset else None
-        return Workload(
+        workload = Workload(
             spec.input_len,
             spec.output_len,
             spec.range_ratio,
@@ -326,6 +367,9 @@ class CampaignRequest:
             dataset=dataset,
             prompts_from_file=tuple(load_dataset(dataset, spec.output_len)) if dataset else (),
         ).validate()
+        if spec.workload is not None:
+            return resolve_workload(spec.workload, workload, "workload")
+        return workload
 
     def workload_json(self) -> dict[str, Any]:  # JSON written to run.json
         spec = self.spec
@@ -337,6 +381,8 @@ class CampaignRequest:
             "seed": spec.seed,
             "requests": spec.requests,
             "duration_s": spec.duration_s,
+            "workload": spec.workload,
+            "replay_speed": spec.replay_speed,
         }
 
     def to_json(self) -> dict[str, Any]:  # JSON at the edge: run.json

@@ -62,6 +62,9 @@ class CampaignSpec(BaseModel):
     flush_cache: bool = True
     seed: int = 0
     dataset: str | None = None
+    workload: str | None = None
+    """A workload by name or file (console.bench.workload_files); a trace replays whole."""
+    replay_speed: float = Field(default=1.0, gt=0, le=RATE_MAX)
     port: int | None = Field(default=None, ge=1, le=65535)
     gpus: list[int] | None = None
     slo: str | None = None

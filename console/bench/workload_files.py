@@ -8,13 +8,19 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from console.bench.workload import Workload, load_dataset
 from console.bench.workload_kinds import LengthDistribution, MultiTurn, SharedPrefix
-from console.bench.workload_trace import TraceReplay, load_trace
+from console.bench.workload_trace import Trace, TraceReplay, load_trace
 from console.core.errors import UsageError
 from console.core.paths import config_dir
+
+if TYPE_CHECKING:
+    # The level runner pulls in httpx: requests are built before the TUI's first frame.
+    from console.bench.levels import LevelSpec
 
 BUILTIN = ("random", "chat", "shared-prefix", "multi-turn")
 SUFFIXES = (".jsonl", ".json")
@@ -100,3 +106,53 @@ def is_trace(path: Path, label: str = "--workload") -> bool:
     except ValueError:
         return False  # the dataset reader names the line
     return isinstance(row, dict) and "timestamp" in row
+
+
+def named_trace(name: str | None, label: str = "--workload") -> Trace | None:
+    """The trace `name` resolves to, or None when it is a built-in kind or a dataset."""
+    if name is None or name in BUILTIN:
+        return None
+    path = workload_files().get(name) or Path(name).expanduser()
+    if not path.is_file() or not is_trace(path, label):
+        return None
+    return _load_cached(str(path.resolve()), path.stat().st_mtime_ns, label)
+
+
+@lru_cache(maxsize=8)
+def _load_cached(path: str, mtime_ns: int, label: str) -> Trace:
+    """A trace read once per file version (levels and the runner both ask for it)."""
+    return load_trace(Path(path), label)
+
+
+def replay_level(
+    trace: Trace,
+    *,
+    speed: float,
+    requests: int | None,
+    duration_s: float | None,
+    warmup: int,
+    flush_cache: bool,
+) -> LevelSpec:
+    """The one level of a trace replay: open loop on the trace's clock sped up `speed` times,
+    its rate the trace's mean arrival rate at that speed (what tables show as its load)."""
+    from console.bench.levels import LevelSpec
+
+    if speed <= 0:
+        raise UsageError("--replay-speed must be positive")
+    rate = round(trace.mean_rate * speed, 3) or None
+    return LevelSpec(0, None, rate, requests, duration_s, warmup, flush_cache, replay=speed)
+
+
+def cli_workload(workload: str | None, trace: Path | None) -> str | None:
+    """`--workload NAME|FILE` or `--trace FILE` as one workload name; a `--trace` file must
+    be a trace. UsageError of one line otherwise."""
+    if trace is None:
+        return workload
+    if workload is not None:
+        raise UsageError("give --workload or --trace, not both")
+    if not is_trace(trace, "--trace"):
+        raise UsageError(
+            f'--trace {trace}: not a trace (its first row has no "timestamp"); '
+            "a prompts file goes to --dataset or --workload"
+        )
+    return str(trace)

@@ -119,6 +119,29 @@ def _workload_flags(parser: argparse.ArgumentParser) -> None:
         help='prompts from JSONL ({"prompt": ...}) or ShareGPT JSON',
     )
     parser.add_argument(
+        "--workload",
+        default=None,
+        metavar="NAME|FILE",
+        help="what to send besides random ids: chat (production-like lengths), shared-prefix,"
+        " multi-turn (a growing shared prefix), a shipped file (chat-prompts, chat-trace,"
+        " mooncake-agent; see workloads/README.md) or a dataset or trace file's path",
+    )
+    parser.add_argument(
+        "--trace",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help='replay a JSONL trace at its own arrival times: {"timestamp": s, "input_len": N,'
+        ' "output_len": M[, "prefix_group": G]} or Mooncake\'s format (ms, hash_ids)',
+    )
+    parser.add_argument(
+        "--replay-speed",
+        type=argtypes.bounded_float(0.0, 1e6, low_open=True),
+        default=1.0,
+        metavar="X",
+        help="a trace's arrivals X times as fast as recorded (default 1)",
+    )
+    parser.add_argument(
         "--vocab-size",
         type=argtypes.vocab_size,
         default=32000,
@@ -141,6 +164,7 @@ def profile_slo(services: Any, profile: str) -> str | None:
 def _bench(args: argparse.Namespace) -> int:
     from console.bench.launch import create_run, detach
     from console.bench.request import BenchRequest, require_slo
+    from console.bench.workload_files import cli_workload
     from console.cli import runner
     from console.profiles.slo import DEFAULT_ATTAINMENT
 
@@ -168,6 +192,8 @@ def _bench(args: argparse.Namespace) -> int:
         flush_cache=args.flush_cache,
         seed=args.seed,
         dataset=str(args.dataset) if args.dataset else None,
+        workload_name=cli_workload(args.workload, args.trace),
+        replay_speed=args.replay_speed,
         vocab_size=args.vocab_size,
         name=args.name,
         slo=args.slo,
@@ -176,7 +202,7 @@ def _bench(args: argparse.Namespace) -> int:
         find_max=args.find_max,
         find_max_limit=args.find_max_limit,
     ).validate()
-    request.workload()  # a bad dataset file fails here, before a run folder exists
+    request.workload()  # a bad dataset, workload or trace fails here, before a run folder exists
     request, cell = runner.bench_cell(services, request)
     if request.slo is None and cell.profile:
         request = dataclasses.replace(request, slo=profile_slo(services, cell.profile))
