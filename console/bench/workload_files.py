@@ -155,4 +155,5 @@ def cli_workload(workload: str | None, trace: Path | None) -> str | None:
             f'--trace {trace}: not a trace (its first row has no "timestamp"); '
             "a prompts file goes to --dataset or --workload"
         )
+    load_trace(trace, "--trace")  # its errors name the flag it came from
     return str(trace)
