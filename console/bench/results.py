@@ -732,7 +732,7 @@ class CellSummary:
     reason: str | None = None
     levels: tuple[LevelSummary, ...] = ()
     slo: str | None = None
-    """The SLO the cell's levels were judged on (its label); None without one."""
+    """The SLO the cell's levels were judged on, `TTFT ≤ 200 ms for 95% of requests`."""
     knee: Knee | None = None
     """The highest load meeting the SLO, for a cell with an SLO and more than one load."""
 

@@ -339,7 +339,7 @@ def summarize_run(run: RunDir) -> RunSummary:
                 status=cell.status,
                 reason=cell.reason,
                 levels=levels,
-                slo=None if slo is None else slo.label(),
+                slo=None if slo is None else slo.describe(),
                 knee=None if slo is None else knee_of(levels, slo),
             )
         )

@@ -81,6 +81,22 @@ def _requests(_: CellSummary, level: LevelSummary) -> str:
     return text
 
 
+def _passed(_: CellSummary, level: LevelSummary) -> str | None:
+    if level.slo_pass is None:
+        return None
+    return "pass" if level.slo_pass else "FAIL"
+
+
+def _window_span(_: CellSummary, level: LevelSummary) -> str | None:
+    """`2.0-6.0 s, 7 req` for a steady window, `all, 16 req` otherwise."""
+    if level.window is None:
+        return None
+    counted = f"{level.counted_requests} req" if level.counted_requests is not None else "?"
+    if level.window_start_s is None or level.window_end_s is None:
+        return f"all, {counted}"
+    return f"{level.window_start_s:.1f}-{level.window_end_s:.1f} s, {counted}"
+
+
 def _column(
     name: str, header: str, get: Getter, spec: str = ".1f", scale: float = 1.0, suffix: str = ""
 ) -> Column:
@@ -152,6 +168,19 @@ _TABLE: tuple[Column, ...] = (
     _ms("chunk_gap_p99_s", "GAP P99", lambda c, lv: lv.chunk_gap.p99),
     _joined("ttft_p50_p99", "TTFT P50/P99", ("ttft_p50_s", "ttft_p99_s"), ".0f"),
     _joined("itl_p50_p99", "ITL P50/P99", ("itl_p50_s", "itl_p99_s"), ".1f"),
+    # Judged against the run's SLO, and the window the statistics count.
+    _column("goodput_tok_s", "GOODPUT", lambda c, lv: lv.goodput_tok_s, ".1f"),
+    _column("goodput_req_s", "GOOD REQ/S", lambda c, lv: lv.goodput_req_s, ".2f"),
+    _column("slo_attainment", "SLO MET", lambda c, lv: lv.slo_attainment, ".0%"),
+    _column("slo_pass", "PASS", _passed, "s"),
+    _column("slo_ttft_attainment", "TTFT MET", lambda c, lv: lv.slo_ttft_attainment, ".0%"),
+    _column("slo_itl_attainment", "ITL MET", lambda c, lv: lv.slo_itl_attainment, ".0%"),
+    _column("slo_e2e_attainment", "E2E MET", lambda c, lv: lv.slo_e2e_attainment, ".0%"),
+    _column("window", "WINDOW", lambda c, lv: lv.window, "s"),
+    _column("window_span", "WINDOW", _window_span, "s"),
+    _column("counted_requests", "COUNTED", lambda c, lv: lv.counted_requests, "d"),
+    _column("window_start_s", "WINDOW FROM S", lambda c, lv: lv.window_start_s, ".1f"),
+    _column("window_end_s", "WINDOW TO S", lambda c, lv: lv.window_end_s, ".1f"),
     # The GPUs while the level ran.
     _column("gpu_util_pct", "GPU %", lambda c, lv: lv.gpu_util_pct, ".0f"),
     _column("gpu_power_w", "POWER W", lambda c, lv: lv.gpu_power_w, ".0f"),
@@ -191,6 +220,22 @@ LATENCY_VIEW = (
     "e2e_p50_s",
     "e2e_p99_s",
 )
+SLO_VIEW = (
+    "cell",
+    "layout",
+    "variant",
+    "load",
+    "output_tok_s",
+    "goodput_tok_s",
+    "slo_attainment",
+    "slo_ttft_attainment",
+    "slo_itl_attainment",
+    "slo_e2e_attainment",
+    "slo_pass",
+    "window_span",
+)
+"""Each level against the run's SLO: goodput beside throughput, the share that met it (per
+target too) and whether that reaches the attainment; the targets it has not are dropped."""
 CSV_VIEW = (
     "profile",
     "layout",
@@ -202,6 +247,14 @@ CSV_VIEW = (
     "errors",
     "duration_s",
     "output_tok_s",
+    "goodput_tok_s",
+    "goodput_req_s",
+    "slo_attainment",
+    "slo_pass",
+    "window",
+    "counted_requests",
+    "window_start_s",
+    "window_end_s",
     "speedup_vs_off",
     "verify_tokens_per_step",
     "step_time_s",
@@ -367,6 +420,62 @@ def rank_lines(summary: RunSummary) -> list[str]:
     return lines
 
 
+def judged(summary: RunSummary) -> bool:
+    """Whether any cell of the run was judged against an SLO."""
+    return any(cell.slo for cell in summary.cells)
+
+
+def slo_view(summary: RunSummary) -> tuple[str, ...]:
+    """SLO_VIEW without the per-target columns of targets no level was judged on."""
+    levels = [level for _, level in summary.levels()]
+    unused = {
+        name
+        for name in ("slo_ttft_attainment", "slo_itl_attainment", "slo_e2e_attainment")
+        if all(COLUMNS[name].get(CellSummary(cell_id=""), lv) is None for lv in levels)
+    }
+    return tuple(name for name in SLO_VIEW if name not in unused)
+
+
+def slo_title(summary: RunSummary) -> str:
+    """`SLO: TTFT ≤ 200 ms for 95% of requests` (each cell's when they differ)."""
+    described = list(dict.fromkeys(cell.slo for cell in summary.cells if cell.slo))
+    return "SLO: " + "; ".join(described) if described else ""
+
+
+def slo_rows(summary: RunSummary) -> list[list[str]]:
+    return view_rows(summary, slo_view(summary), failed_cells=False)
+
+
+def knee_lines(summary: RunSummary) -> list[str]:
+    """A line per cell with a knee: `qwen3.6-27b tp1 off: carries 24 concurrent at ...`."""
+    lines = []
+    for cell in summary.cells:
+        if cell.knee is None:
+            continue
+        name = " ".join(part for part in (cell.name, cell.layout, cell.variant) if part)
+        tried = ", ".join(f"{load:g}" for load in cell.knee.loads)
+        lines.append(f"{name}: {cell.knee.text()} (loads measured: {tried})")
+    return lines
+
+
+def window_line(summary: RunSummary) -> str:
+    """What the statistics count: the steady windows, or every request, and how many."""
+    levels = [level for _, level in summary.levels() if level.window is not None]
+    if not levels:
+        return ""
+    steady = [lv for lv in levels if lv.window == "steady"]
+    counted = sum(lv.counted_requests or 0 for lv in levels)
+    finished = sum(lv.requests for lv in levels)
+    if not steady:
+        why = levels[0].window_note or "every request"
+        return f"Statistics count every request ({finished}): {why}."
+    return (
+        f"Statistics count each closed-loop level's steady window, from its first completion "
+        f"to its last send ({len(steady)} of {len(levels)} levels; {counted} of {finished} "
+        "requests): ramp-up and drain are left out (--include-transients keeps them)."
+    )
+
+
 def to_csv(summary: RunSummary) -> str:
     out = io.StringIO()
     writer = csv.writer(out)
@@ -454,6 +563,17 @@ def to_markdown(summary: RunSummary) -> str:
         "(output tokens - 1), i.e. vLLM's TPOT. Acceptance is tokens committed per verify "
         "step (bonus included) from SGLang's counters before and after each level.",
     ]
+    window = window_line(summary)
+    if window:
+        lines += ["", window]
+    if judged(summary):
+        view = slo_view(summary)
+        lines += ["", f"## {slo_title(summary)}", ""]
+        lines += ["| " + " | ".join(headers(view)) + " |", "|" + " --- |" * len(view)]
+        lines += ["| " + " | ".join(row) + " |" for row in slo_rows(summary)]
+        knees = knee_lines(summary)
+        if knees:
+            lines += [""] + [f"- {line}" for line in knees]
     for side in scaling_tables(summary):
         lines += ["", f"## {side.title[0].upper()}{side.title[1:]}", ""]
         lines += ["| " + " | ".join(side.headers) + " |", "|" + " --- |" * len(side.headers)]

@@ -17,9 +17,16 @@ def print_summary(summary: RunSummary) -> None:
         SUMMARY_HEADERS,
         acceptance_lines,
         best_line,
+        headers,
+        judged,
+        knee_lines,
         rank_lines,
         scaling_tables,
+        slo_rows,
+        slo_title,
+        slo_view,
         summary_rows,
+        window_line,
     )
 
     scale = summary.time_scale
@@ -27,6 +34,15 @@ def print_summary(summary: RunSummary) -> None:
     print(f"run {summary.run_id}: {summary.name} [{summary.status}]{note}")
     print(table(list(SUMMARY_HEADERS), summary_rows(summary)))
     print(METRIC_NOTE)
+    window = window_line(summary)
+    if window:
+        print(window)
+    if judged(summary):
+        view = slo_view(summary)
+        print(f"\n{slo_title(summary)}:")
+        print(table(list(headers(view)), slo_rows(summary)))
+        for line in knee_lines(summary):
+            print(f"  {line}")
     ranks = rank_lines(summary)
     if ranks:
         print("\nper DP rank (requests, output tok/s, tok/s per request, acceptance):")

@@ -51,6 +51,10 @@ class Slo:
             f"{name.upper()} ≤ {_duration(value)}" for name, value in self.targets().items()
         )
 
+    def describe(self) -> str:
+        """`TTFT ≤ 200 ms for 95% of requests`."""
+        return f"{self.label()} for {self.attainment * 100:g}% of requests"
+
     def spec(self) -> str:
         """The flag's own text, `ttft=200ms,itl=40ms`, which `parse_slo` reads back."""
         return ",".join(

@@ -34,7 +34,7 @@ def _bench(fault: str | None, tmp_path: Path) -> dict:
         )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     (cell,) = json.loads(result.stdout)["cells"]
-    assert cell["slo"] == "ITL ≤ 200 ms"
+    assert cell["slo"] == "ITL ≤ 200 ms for 95% of requests"
     (level,) = cell["levels"]
     return dict(level)
 
