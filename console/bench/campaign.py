@@ -16,13 +16,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import httpx
 
 from console import __version__
 from console.bench.cells import CellTraits, meta_from_plan, meta_from_server_info
 from console.bench.client import Endpoint, make_client
+from console.bench.find_max import LevelJudge, Search, describe
 from console.bench.levels import (
     LevelOutcome,
     LevelSpec,
@@ -42,10 +43,13 @@ from console.bench.results import (
     LevelRecord,
     LevelSummary,
     RequestResult,
+    RunSummary,
 )
 from console.bench.rundir import RunDir, RunWriteError
 from console.bench.runmeta import Attempt
-from console.bench.summary import write_summaries
+from console.bench.search_levels import next_level, passed
+from console.bench.slo import met_by
+from console.bench.summary import Judging, summarize_run, write_summaries
 from console.bench.tables import fmt
 from console.bench.workload import Workload
 from console.core.errors import ServerStartFailed, ServerStoppedByUser, StartCancelled
@@ -55,11 +59,16 @@ from console.hw.backend import GpuBackend
 from console.telemetry.sglang_source import time_scale
 from console.topology.placement import Plan
 
+if TYPE_CHECKING:
+    from console.bench.slo import Slo
+
 Event = Callable[[str], None]
 OUTSIDE_STOP = "server stopped by user"
 """The reason a cell and its level are interrupted when their server is stopped from outside
 the campaign (the campaign then stops: no score for the cell, no next server)."""
 OUTSIDE_WATCH_S = 0.5
+OPEN_LOOP_POOL = 1024
+"""Connections for open-loop levels with no cap on requests in flight."""
 
 
 @dataclass(frozen=True)
@@ -135,6 +144,22 @@ class RunOptions:
     endpoint: Endpoint
     workload: Workload
     levels: list[LevelSpec]
+    """The levels to run; with a search, its first level is the template of every level
+    the search runs (requests, duration, warm-up, flush, a rate search's cap)."""
+    search: Search | None = None
+    """Find the highest load meeting each cell's SLO instead of running `levels` as listed
+    (the SLO is the run's stored request's, as its summary judges levels)."""
+
+    def pool_size(self, levels: list[LevelSpec]) -> int:
+        """Connections the run's client keeps: the most requests any level has in flight."""
+        if self.search is not None and self.search.kind == "concurrency":
+            return int(self.search.limit)
+        capped = [lv.concurrency or 1 for lv in levels]
+        if any(lv.rate is not None and lv.concurrency is None for lv in levels) or (
+            self.search is not None and levels and levels[0].concurrency is None
+        ):
+            capped.append(OPEN_LOOP_POOL)
+        return max(capped, default=1)
 
 
 async def server_info(client: httpx.AsyncClient, server: ServerHandle) -> JsonDict | None:
@@ -236,6 +261,9 @@ class CampaignRunner:
         self.every_level_failed = False
         """Every level run so far failed (no request finished): the run failed too."""
         """The cell whose server was stopped from outside, once that stopped the run."""
+        self._latest_summary: RunSummary | None = None
+        """The summary the last level wrote (a search reads its verdicts from it)."""
+        self._judging: Judging | None = None
 
     # -- bookkeeping ---------------------------------------------------------------------
 
@@ -356,7 +384,10 @@ class CampaignRunner:
                 await asyncio.to_thread(self.control.stop, entry.server_id)
 
     def _planned_requests(self) -> int | None:
-        """The requests of every level this attempt still runs (None: a timed level)."""
+        """The requests of every level this attempt still runs (None: a timed level, or a
+        search, whose levels are not known ahead)."""
+        if self.options.search is not None:
+            return None
         total = 0
         for cell in self.cells:
             finished = self._finished_levels(cell)
@@ -385,10 +416,38 @@ class CampaignRunner:
         )
         self._write_progress()
 
+    def _summary(self) -> RunSummary:
+        """The run's summary as of the last level written (computed once otherwise)."""
+        if self._latest_summary is None:
+            self._latest_summary = summarize_run(self.run)
+        return self._latest_summary
+
+    def _slo(self, cell: CellPlan) -> Slo | None:
+        """The SLO the cell's levels are judged on: the stored request's, as the summary's."""
+        if self._judging is None:
+            self._judging = Judging.of(self.run.meta().request)
+        return self._judging.slo(cell.profile)
+
+    def _cell_levels(self, cell: CellPlan) -> list[LevelSummary]:
+        return next(
+            (list(c.levels) for c in self._summary().cells if c.cell_id == cell.cell_id), []
+        )
+
+    def _upcoming(self, cell: CellPlan) -> Callable[[], LevelSpec | None]:
+        """The cell's next level each time it is called (None: the cell is done): the
+        listed levels not finished yet, or the search's next load."""
+        search = self.options.search
+        if search is None:
+            finished = self._finished_levels(cell)
+            pending = iter([lv for lv in self.options.levels if lv.index not in finished])
+            return lambda: next(pending, None)
+        template = self.options.levels[0]
+        return lambda: next_level(search, template, self._cell_levels(cell))
+
     async def _run_cell(self, cell: CellPlan) -> None:
-        finished = self._finished_levels(cell)
-        pending = [lv for lv in self.options.levels if lv.index not in finished]
-        if not pending:
+        upcoming = self._upcoming(cell)
+        first = upcoming()
+        if first is None:
             self.on_event(f"{cell.cell_id}: already done, skipped")
             return
         self._cell_meta(cell, lambda c: replace(c, status="starting", reason=None))
@@ -442,7 +501,7 @@ class CampaignRunner:
                 relay.cancel()
                 await asyncio.gather(relay, return_exceptions=True)
         try:
-            await self._run_levels(cell, started, pending)
+            await self._run_levels(cell, started, first, upcoming)
         finally:
             # A server stopped from outside is that stopper's now (a `restart` brought it
             # back on purpose): the campaign leaves it alone.
@@ -460,10 +519,13 @@ class CampaignRunner:
         cancel.set()
 
     async def _run_levels(
-        self, cell: CellPlan, server: ServerHandle, levels: list[LevelSpec]
+        self,
+        cell: CellPlan,
+        server: ServerHandle,
+        first: LevelSpec,
+        upcoming: Callable[[], LevelSpec | None],
     ) -> None:
-        concurrency = max((lv.concurrency or 1) for lv in levels)
-        async with make_client(concurrency) as client:
+        async with make_client(self.options.pool_size([first, *self.options.levels])) as client:
             asked = await until_stopped(boxed(server_info(client, server)), self.stop)
             if asked is None:
                 return
@@ -504,8 +566,13 @@ class CampaignRunner:
                 server_id=server.server_id or server.url,
             )
             await recorder.start()
+            if self.options.search is not None:
+                self.on_event(
+                    f"{cell.cell_id}: {search_text(self.options.search, self._slo(cell))}"
+                )
             try:
-                for level in levels:
+                level: LevelSpec | None = first
+                while level is not None:
                     if self.stop.is_set():
                         break
                     outcome = await self._run_level(
@@ -513,10 +580,13 @@ class CampaignRunner:
                     )
                     if outcome is None:
                         return
+                    level = upcoming()
             finally:
                 await recorder.stop()
         if not self.stop.is_set():
             self._cell_meta(cell, lambda c: replace(c, status="done"))
+            if self.options.search is not None:
+                self.on_event(f"{cell.cell_id}: {self._knee_line(cell)}")
 
     async def _run_level(
         self,
@@ -530,7 +600,7 @@ class CampaignRunner:
         tracker = LevelTracker(
             Progress(cell=cell.cell_id, level=level.index, done=0, planned=planned, server=server),
             level,
-            levels=len(self.options.levels),
+            levels=0 if self.options.search is not None else len(self.options.levels),
             time_scale=target.time_scale,
         )
         self._tracker = tracker
@@ -539,6 +609,21 @@ class CampaignRunner:
         self.on_event(f"{cell.cell_id}: level {level.index + 1} ({level.label})")
 
         watched = server if cell.fixed is None and self.control is not None else None
+        # The level's own stop: set by the campaign's stop, or by the level clearly failing
+        # its SLO (then the level is done, not interrupted).
+        level_stop = asyncio.Event()
+        slo = self._slo(cell)
+        judge = None
+        if slo is not None and self.options.search is not None:
+            judge = LevelJudge(level.requests, slo.attainment)
+
+        def judge_result(result: RequestResult) -> None:
+            """Stop the level once it cannot meet the SLO any more (a search's levels)."""
+            if judge is None or slo is None or level_stop.is_set():
+                return
+            if judge.add(met_by(slo, result)):
+                level_stop.set()
+                self.on_event(f"{cell.cell_id}: level {level.index + 1} {judge.why(slo.label())}")
 
         def on_result(index: int, result: RequestResult) -> None:
             cancelled = result.error == CANCELLED
@@ -559,9 +644,11 @@ class CampaignRunner:
             )
             if not cancelled:
                 tracker.add(result)
+                judge_result(result)
 
         ticker = asyncio.create_task(self._tick_progress(tracker))
         watcher = asyncio.create_task(self._watch_outside_stop(cell, watched)) if watched else None
+        relay = asyncio.create_task(_relay(self.stop, level_stop))
         try:
             outcome = await run_level(
                 client,
@@ -570,13 +657,15 @@ class CampaignRunner:
                 self.options.workload,
                 level,
                 on_result=on_result,
-                stop=self.stop,
+                stop=level_stop,
             )
         finally:
-            for task in (ticker, watcher):
+            for task in (ticker, watcher, relay):
                 if task is not None:
                     task.cancel()
-            await asyncio.gather(*(t for t in (ticker, watcher) if t), return_exceptions=True)
+            await asyncio.gather(
+                *(t for t in (ticker, watcher, relay) if t), return_exceptions=True
+            )
         self._progress = tracker.progress()
         self._requests_finished += tracker.completed
         self._tracker = None
@@ -588,7 +677,8 @@ class CampaignRunner:
         outside = self.stopped_from_outside == cell.cell_id
         if errors and watched is not None and not outside:
             failure = await asyncio.to_thread(self._failure_of, cell)
-        status = "interrupted" if outcome.interrupted or outside else "done"
+        interrupted = outcome.interrupted and not (judge is not None and judge.stopped)
+        status = "interrupted" if interrupted or outside else "done"
         if failure and status == "done":
             status = "failed"
         record = LevelRecord(
@@ -608,11 +698,13 @@ class CampaignRunner:
             status=status,
             error=OUTSIDE_STOP if outside else failure,
             flush_error=outcome.flush_error,
+            early_stop=judge.why(slo.label()) if judge and judge.stopped and slo else None,
         )
         self.run.append("levels.jsonl", record.to_json())
         if outcome.flush_error:
             self.on_event(f"{cell.cell_id}: level {level.index + 1}: {outcome.flush_error}")
         summary = write_summaries(self.run)
+        self._latest_summary = summary
         measured = [lv for c in summary.cells for lv in c.levels]
         self.every_level_failed = bool(measured) and all(lv.status == "failed" for lv in measured)
         level_summary = next(
@@ -626,7 +718,7 @@ class CampaignRunner:
             None,
         )
         if level_summary is not None:
-            self.on_event(_level_line(cell.cell_id, level_summary))
+            self.on_event(_level_line(cell.cell_id, level_summary, slo))
         if outside:
             self._cell_meta(cell, lambda c: replace(c, status="interrupted", reason=OUTSIDE_STOP))
             self.on_event(f"{cell.cell_id}: interrupted: {OUTSIDE_STOP}; the campaign stops")
@@ -636,6 +728,25 @@ class CampaignRunner:
             self.on_event(f"{cell.cell_id}: FAILED: {failure}")
             return None
         return outcome
+
+    def _knee_line(self, cell: CellPlan) -> str:
+        """The search's result for the cell, with the loads it measured in order."""
+        found = next((c for c in self._summary().cells if c.cell_id == cell.cell_id), None)
+        if found is not None and found.knee is not None:
+            knee = found.knee
+            loads = ", ".join(f"{load:g}" for load in knee.loads)
+            return f"{knee.text()} (measured {loads})"
+        # One level judged (the first load failed, or the limit was the first load).
+        search, slo = self.options.search, self._slo(cell)
+        levels = [lv for lv in self._cell_levels(cell) if lv.status == "done"]
+        if search is None or slo is None or not levels:
+            return "search done: no level judged"
+        first = levels[0]
+        verdict = "meets" if passed(first) else "misses"
+        return (
+            f"{verdict} {slo.label()} for {slo.attainment * 100:g}% of requests at "
+            f"{first.label or 'its first load'} (measured only that level)"
+        )
 
     def _check_outside_stop(self, cell: CellPlan, server_id: str) -> None:
         """Stop the run when the cell's server was asked to stop by someone else."""
@@ -666,7 +777,31 @@ class CampaignRunner:
         return None
 
 
-def _level_line(cell_id: str, level: LevelSummary) -> str:
+async def _relay(source: asyncio.Event, target: asyncio.Event) -> None:
+    """Set `target` once `source` is set (until cancelled)."""
+    await source.wait()
+    target.set()
+
+
+def search_text(search: Search, slo: Slo | None) -> str:
+    """`searching concurrency from 1 up to 64 (step 1) for TTFT ≤ 200 ms at 95% of
+    requests`."""
+    goal = f" for {slo.label()} at {slo.attainment * 100:g}% of requests" if slo else ""
+    return f"searching {describe(search)}{goal}"
+
+
+def _slo_text(level: LevelSummary, slo: Slo | None) -> str:
+    """`, SLO met by 94% (fails), goodput 812.3 tok/s` when the run has an SLO."""
+    if slo is None:
+        return ""
+    met = "-" if level.slo_attainment is None else f"{level.slo_attainment:.0%}"
+    verdict = {True: " (passes)", False: " (fails)", None: ""}[level.slo_pass]
+    if level.early_stop is not None:
+        verdict = " (fails: stopped early)"
+    return f", SLO met by {met}{verdict}, goodput {fmt(level.goodput_tok_s, '.1f')} tok/s"
+
+
+def _level_line(cell_id: str, level: LevelSummary, slo: Slo | None = None) -> str:
     errors = f", {level.errors} errors" if level.errors else ""
     if level.status == "failed" or (level.status == "interrupted" and level.reason):
         # No throughput for a failed or cut-short level: why it ended instead.
@@ -679,8 +814,8 @@ def _level_line(cell_id: str, level: LevelSummary) -> str:
         f" tok/s, accept {fmt(level.accept_length, '.2f')}, step "
         f"{fmt(level.step_time_s, '.1f', 1000)} ms, TTFT p50 "
         f"{fmt(level.ttft.p50, '.0f', 1000)} ms, ITL p50 "
-        f"{fmt(level.itl.p50, '.1f', 1000)} ms ({level.requests} requests"
-        f"{errors})"
+        f"{fmt(level.itl.p50, '.1f', 1000)} ms{_slo_text(level, slo)} ({level.requests}"
+        f" requests{errors})"
     )
 
 

@@ -150,6 +150,36 @@ def clearly_fails(planned: int | None, met: int, missed: int, attainment: float)
     return best < attainment * planned - 1e-9
 
 
+@dataclass(slots=True)
+class LevelJudge:
+    """Counts a running level's requests against the SLO and says when it clearly fails."""
+
+    planned: int | None
+    attainment: float
+    met: int = 0
+    missed: int = 0
+    stopped: bool = False
+    """The level was found to fail before its end (it stops; it is done, not interrupted)."""
+
+    def add(self, met: bool) -> bool:
+        """Count one finished request; True exactly once, when the level clearly fails."""
+        if self.stopped:
+            return False
+        if met:
+            self.met += 1
+        else:
+            self.missed += 1
+        self.stopped = clearly_fails(self.planned, self.met, self.missed, self.attainment)
+        return self.stopped
+
+    def why(self, slo_label: str) -> str:
+        """`stopped early: 2 of 16 requests missed TTFT ≤ 200 ms (95% out of reach)`."""
+        return (
+            f"stopped early: {self.missed} of {self.planned} requests missed {slo_label}"
+            f" ({self.attainment:.0%} out of reach)"
+        )
+
+
 def _round_between(value: float, low: float, high: float) -> float:
     """`value` to the fewest significant digits (at least two) that keep it strictly
     between `low` and `high`, so rates read `12` or `8.5`, not `8.485281`."""

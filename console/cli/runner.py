@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from console.cli import run_common as rc
 
 if TYPE_CHECKING:
-    from console.bench.campaign import CampaignRunner, CellPlan
+    from console.bench.campaign import CampaignRunner, CellPlan, RunOptions
     from console.bench.request import BenchRequest, CampaignRequest, RunRequest
     from console.bench.rundir import RunDir
     from console.cli.progress_line import ProgressPrinter
@@ -109,21 +109,20 @@ def build_runner(
     """The runner for `request` into `run`; a benchmark's cell may be given (already
     resolved by the caller), else it is resolved here. Its events and progress go to
     `printer` (plain lines on the progress stream when none is given)."""
-    from console.bench.campaign import CampaignRunner, RunOptions
-    from console.bench.client import Endpoint
+    from console.bench.campaign import CampaignRunner
     from console.bench.request import BenchRequest
 
     if isinstance(request, BenchRequest):
         if cells is None:
             cells = [bench_cell(services, request)[1]]
-        options = RunOptions(Endpoint(request.endpoint), request.workload(), request.levels())
+        options = run_options(request)
         control = None
     else:
         from console.server.control import ManagedControl
 
         spec = request.spec
         cells = campaign_cells(services, request)
-        options = RunOptions(Endpoint(spec.endpoint), request.workload(), request.levels())
+        options = run_options(request)
         control = ManagedControl(
             services.manager(),
             services.catalog,
@@ -141,6 +140,34 @@ def build_runner(
         on_event=printer.event if printer else lambda text: rc.say(args, text),
         on_progress=printer.progress if printer else None,
     )
+
+
+def run_options(request: RunRequest) -> RunOptions:
+    """The endpoint, workload and levels of a request, and its saturation search if it asks
+    for one (its levels then give the first load and the template of every level)."""
+    from console.bench.campaign import RunOptions
+    from console.bench.client import Endpoint
+    from console.bench.request import BenchRequest
+    from console.bench.search_levels import search_for
+
+    if isinstance(request, BenchRequest):
+        endpoint, find_max, limit = request.endpoint, request.find_max, request.find_max_limit
+    else:
+        spec = request.spec
+        endpoint, find_max, limit = spec.endpoint, spec.find_max, spec.find_max_limit
+    levels = request.levels()
+    if find_max is None:
+        return RunOptions(Endpoint(endpoint), request.workload(), levels)
+    search, template = search_for(find_max, limit, levels)
+    return RunOptions(Endpoint(endpoint), request.workload(), [template], search=search)
+
+
+def check_search(request: RunRequest, where: str) -> None:
+    """Refuse, before a run folder is made, a search whose limit is below its first load or
+    whose highest concurrency this process cannot open sockets for."""
+    options = run_options(request)
+    if options.search is not None and options.search.kind == "concurrency":
+        rc.check_open_files(int(options.search.limit), where)
 
 
 def run_in_process(
