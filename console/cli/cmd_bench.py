@@ -207,6 +207,7 @@ def _bench(args: argparse.Namespace) -> int:
     if request.slo is None and cell.profile:
         request = dataclasses.replace(request, slo=profile_slo(services, cell.profile))
     require_slo(request.find_max, request.slo)
+    runner.check_search(request, "--find-max-limit")
     run = create_run(
         request,
         runs_root=rc.runs_root(args, services),

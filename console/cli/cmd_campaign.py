@@ -58,6 +58,7 @@ def _campaign(args: argparse.Namespace) -> int:
         # a file, `--resume` of its stored spec and the TUI all refuse the same.
         request = judged(CampaignRequest.from_file(args.file), args).check(services.catalog)
         rc.check_open_files(max(request.spec.concurrency or [1]), f"{args.file}: concurrency")
+        runner.check_search(request, f"{args.file}: find_max_limit")
         run = create_run(
             request,
             runs_root=root,
