@@ -386,9 +386,18 @@ class LiveBackend:
             raise ActionRefused(exc.message) from None
         plan = status.record.plan
         request = dataclasses.replace(request, server_id=status.id)
+        if request.slo is None:
+            request = dataclasses.replace(request, slo=self._profile_slo(plan.profile))
         return self._detach(
             request, request.run_name(cell_id(plan.profile, plan.layout, plan.variant))
         )
+
+    def _profile_slo(self, profile: str) -> str | None:
+        """The profile's default SLO ([bench] slo); None when it has none or is gone."""
+        try:
+            return self.catalog.get(profile).profile.bench.slo
+        except ConsoleError:
+            return None
 
     def start_campaign(self, request: CampaignRequest) -> str:
         self._refuse_if_read_only()

@@ -75,6 +75,7 @@ class BenchScreen(FindScreen):
     BenchScreen #recent { height: 1fr; min-height: 4; }
     BenchScreen #load { height: 3; }
     BenchScreen #load Input { width: 1fr; }
+    BenchScreen #load Input.slo { width: 2fr; }
     BenchScreen #load Label { padding: 1 0 0 1; }
     BenchScreen #levels { height: 3fr; border-top: solid $primary-darken-2; padding: 0 1; }
     BenchScreen .section { text-style: bold; padding: 0 1; }
@@ -124,6 +125,8 @@ class BenchScreen(FindScreen):
             yield Input(load["input-len"], id="input-len")
             yield Label("out")
             yield Input(load["output-len"], id="output-len")
+            yield Label("slo")
+            yield Input("", placeholder="profile's", id="slo", classes="slo")
         with VerticalScroll(id="levels"):
             yield Static(Text("select a run to follow it", style="dim"), id="levels-text")
 
@@ -330,9 +333,13 @@ class BenchScreen(FindScreen):
                 output_len=parse_positive_ints(self.query_one("#output-len", Input).value, "out")[
                     0
                 ],
-            )
+                slo=self.query_one("#slo", Input).value.strip() or None,
+            ).validate()
         except ValueError as exc:
             self.notify(str(exc), severity="error")
+            return
+        except ConsoleError as exc:
+            self.notify(exc.message, severity="error")
             return
 
         def ask() -> tuple[str, str]:
@@ -571,7 +578,7 @@ def _progress_text(progress: Progress | None, level: LevelProgress | None) -> st
     if level is None:
         return f"{variant} L{progress.level} {progress.done}/{progress.planned}"
     total = "?" if level.total is None else str(level.total)
-    parts = [variant, f"L{level.index + 1}/{level.of}", f"{level.completed}/{total}"]
+    parts = [variant, f"L{level.position('/')}", f"{level.completed}/{total}"]
     if level.output_tok_s is not None:
         parts.append(f"{level.output_tok_s:.1f} tok/s")
     if level.errors:
@@ -604,7 +611,7 @@ def _now_line(progress: Progress | None, level: LevelProgress | None) -> str:
         )
     done, planned = level.completed, level.total or 0
     return (
-        f"now: {progress.cell} level {level.index + 1}/{level.of} ({level.label})  "
+        f"now: {progress.cell} level {level.position('/')} ({level.label})  "
         f"{progress_bar(done, planned)} {_level_numbers(level)} · "
         f"{format_duration(level.elapsed_s)} elapsed{_run_eta(progress, level)}"
     )
