@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     # The level runner pulls in httpx: a confirmation dialog only needs its fields.
     from console.bench.levels import LevelSpec
-    from console.bench.request import BenchRequest, CampaignRequest
+    from console.bench.request import BenchRequest, CampaignRequest, FindMaxKind
     from console.bench.results import CellSummary
 
 
@@ -49,12 +49,21 @@ class Estimate:
     requests: int
     """Measured requests over the whole run (warm-up requests not counted)."""
     seconds: float | None
-    """Expected wall time; None when a cell's speed is unknown."""
+    """Expected wall time; None when a cell's speed is unknown (or the run searches)."""
+    searching: bool = False
+    """A saturation search: `levels` is the most it can run, and the loads are not known
+    ahead (so neither is the duration)."""
 
     def describe(self) -> str:
-        """`12 cells × 2 levels × 16 requests, about 40 min`."""
+        """`12 cells × 2 levels × 16 requests, about 40 min`; `up to 12 levels (saturation
+        search) × 16 requests` for a search."""
         parts = [_count(self.cells, "cell")] if self.cells != 1 else []
         per_level = self.requests // max(1, self.cells * self.levels)
+        if self.searching:
+            parts += [f"up to {self.levels} levels (saturation search)"]
+            parts += [f"at least {_count(per_level, 'request')}"]
+            text = " × ".join(parts)
+            return f"{text}; the duration depends on the load where it saturates"
         parts += [_count(self.levels, "level"), _count(per_level, "request")]
         text = " × ".join(parts)
         if self.seconds is None:
@@ -134,8 +143,28 @@ def _levels_total(levels: list[LevelSpec]) -> int:
     return sum(level.requests or 0 for level in levels)
 
 
+def _search_levels(
+    find_max: FindMaxKind | None, limit: float | None, levels: list[LevelSpec]
+) -> int | None:
+    """The most levels a saturation search can run (None: the request does not search)."""
+    if find_max is None:
+        return None
+    from console.bench.find_max import max_levels
+    from console.bench.search_levels import search_for
+
+    return max_levels(search_for(find_max, limit, levels)[0])
+
+
+def _searching(cells: int, levels: list[LevelSpec], most: int) -> Estimate:
+    per_level = levels[0].requests or 0
+    return Estimate(cells, most, cells * most * per_level, None, searching=True)
+
+
 def estimate_bench(request: BenchRequest, speed: CellSpeed | None) -> Estimate:
     levels = request.levels()
+    most = _search_levels(request.find_max, request.find_max_limit, levels)
+    if most is not None:
+        return _searching(1, levels, most)
     seconds = None
     if speed is not None:
         seconds = sum(
@@ -148,6 +177,9 @@ def estimate_campaign(request: CampaignRequest, speed_of: SpeedOf) -> Estimate:
     spec = request.spec
     cells = [(c.profile, c.layout, c.variant) for c in spec.cell_list()]
     levels = request.levels()
+    most = _search_levels(spec.find_max, spec.find_max_limit, levels)
+    if most is not None:
+        return _searching(len(cells), levels, most)
     seconds: float | None = 0.0
     for cell in cells:
         speed = speed_of(cell)

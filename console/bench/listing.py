@@ -48,6 +48,11 @@ class LevelProgress:
     elapsed_s: float
     eta_s: float | None
 
+    def position(self, of: str = " of ") -> str:
+        """`2 of 3` (`2/3` with `of="/"`); `2, searching` in a saturation search, whose
+        level count is not known ahead (`of` is 0)."""
+        return f"{self.index + 1}{of}{self.of}" if self.of else f"{self.index + 1}, searching"
+
     @property
     def label(self) -> str:
         """`concurrency 4` or `rate 2/s`, as the level's own lines say it."""

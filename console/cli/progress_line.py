@@ -50,7 +50,7 @@ def figures(live: LevelProgress, progress: Progress | None = None) -> str:
 def plain_line(progress: Progress, live: LevelProgress) -> str:
     """`CELL: level 1 (concurrency 4, 2 of 3): 8/16 requests, 123.4 tok/s, ETA 42 s`, the
     level numbered as the runner's own lines number it."""
-    where = f"level {live.index + 1} of {live.of} ({live.label})"
+    where = f"level {live.position()} ({live.label})"
     return f"{progress.cell}: {where}: {figures(live, progress)}"
 
 
@@ -61,9 +61,7 @@ def bar_line(progress: Progress, live: LevelProgress, width: int) -> str:
         bar = "[" + "#" * filled + "-" * (BAR_CELLS - filled) + "] "
     else:
         bar = ""
-    text = (
-        f"{bar}L{live.index + 1}/{live.of} {live.label}: {figures(live, progress)}  {progress.cell}"
-    )
+    text = f"{bar}L{live.position('/')} {live.label}: {figures(live, progress)}  {progress.cell}"
     return text[: max(10, width - 1)]
 
 

@@ -1,0 +1,146 @@
+"""A saturation search's levels as the runner builds them: from the request (first load,
+limit, template), from what a run measured (verdicts, the next index on resume), and how
+progress and the estimate speak of a search whose level count is not known ahead."""
+
+from __future__ import annotations
+
+import pytest
+
+from console.bench.estimate import CellSpeed, estimate_bench
+from console.bench.find_max import Search, max_levels
+from console.bench.levels import LevelSpec
+from console.bench.listing import LevelProgress, Progress
+from console.bench.live_progress import LevelTracker
+from console.bench.request import BenchRequest
+from console.bench.results import LevelSummary
+from console.bench.search_levels import history, next_level, search_for, search_level
+from console.cli.progress_line import bar_line, plain_line
+from console.cli.runner import run_options
+from console.core.errors import UsageError
+
+URL = "http://127.0.0.1:9"
+
+
+def bench(**kwargs: object) -> BenchRequest:
+    return BenchRequest(url=URL, slo="ttft=200ms", **kwargs)  # type: ignore[arg-type]
+
+
+def level(index: int, concurrency: int, *, passed: bool, status: str = "done") -> LevelSummary:
+    return LevelSummary(
+        level=index,
+        concurrency=concurrency,
+        status=status,
+        requests=8,
+        slo_pass=passed,
+    )
+
+
+def test_a_concurrency_search_starts_at_the_lowest_listed_level() -> None:
+    options = run_options(bench(find_max="concurrency", concurrency=(4, 2), requests=8))
+    assert options.search == Search(kind="concurrency", start=2, limit=1024)
+    (template,) = options.levels
+    assert (template.concurrency, template.rate, template.requests) == (2, None, 8)
+    # The client keeps a connection per stream up to the limit.
+    assert options.pool_size(options.levels) == 1024
+
+
+def test_without_a_search_the_listed_levels_run() -> None:
+    options = run_options(bench(concurrency=(1, 4), requests=8))
+    assert options.search is None
+    assert [lv.concurrency for lv in options.levels] == [1, 4]
+
+
+def test_a_rate_search_keeps_a_real_cap_only() -> None:
+    options = run_options(bench(find_max="rate", find_max_limit=50, requests=8))
+    assert options.search == Search(kind="rate", start=1.0, limit=50)
+    (template,) = options.levels
+    assert (template.rate, template.concurrency) == (1.0, None)
+    # No cap: the pool is sized for an open loop, not for one connection.
+    assert options.pool_size(options.levels) > 100
+    capped = run_options(bench(find_max="rate", rates=(3.0, 2.0), concurrency=(16,)))
+    assert capped.search is not None
+    assert capped.search.start == 2.0
+    assert capped.levels[0].concurrency == 16
+
+
+def test_a_limit_below_the_first_load_is_refused() -> None:
+    with pytest.raises(UsageError, match="--find-max-limit 2 is below"):
+        run_options(bench(find_max="concurrency", concurrency=(4,), find_max_limit=2))
+
+
+def test_a_closed_loop_level_sends_a_request_per_stream_at_least() -> None:
+    template = LevelSpec(0, 1, None, 8, None)
+    search = Search(kind="concurrency", start=1, limit=64)
+    assert search_level(search, template, 3, 4).requests == 8
+    wide = search_level(search, template, 5, 32)
+    assert (wide.index, wide.concurrency, wide.requests) == (5, 32, 32)
+
+
+def test_resume_reruns_a_cut_level_under_its_own_index() -> None:
+    search, template = search_for("concurrency", 64, [LevelSpec(0, 1, None, 8, None)])
+    measured = [
+        level(0, 1, passed=True),
+        level(1, 2, passed=True),
+        level(2, 4, passed=False, status="interrupted"),
+    ]
+    upcoming = next_level(search, template, measured)
+    assert upcoming is not None
+    assert (upcoming.index, upcoming.concurrency) == (2, 4)
+    measured[2] = level(2, 4, passed=False)
+    upcoming = next_level(search, template, measured)
+    assert upcoming is not None
+    assert (upcoming.index, upcoming.concurrency) == (3, 3)
+
+
+def test_an_early_stopped_or_unjudged_level_fails() -> None:
+    search = Search(kind="concurrency", start=1, limit=8)
+    stopped = LevelSummary(
+        level=1, concurrency=2, slo_pass=True, early_stop="stopped early: 1 of 8 ..."
+    )
+    unjudged = LevelSummary(level=2, concurrency=4, slo_pass=None)
+    assert history(search, [level(0, 1, passed=True), stopped, unjudged]) == {
+        1.0: True,
+        2.0: False,
+        4.0: False,
+    }
+
+
+def test_progress_of_a_search_says_searching_not_a_count() -> None:
+    tracker = LevelTracker(
+        Progress(cell="kimi/tp8/off", level=2, done=0, planned=8),
+        LevelSpec(2, 4, None, 8, None),
+        levels=0,
+    )
+    live = tracker.live()
+    assert live.of == 0
+    progress = tracker.progress()
+    assert plain_line(progress, live).startswith(
+        "kimi/tp8/off: level 3, searching (concurrency 4): 0/8 requests"
+    )
+    assert "L3, searching concurrency 4" in bar_line(progress, live, 200)
+    counted = LevelProgress(
+        index=1,
+        of=3,
+        concurrency=4,
+        rate=None,
+        completed=0,
+        total=8,
+        errors=0,
+        output_tok_s=None,
+        elapsed_s=0.0,
+        eta_s=None,
+    )
+    assert counted.position() == "2 of 3"
+    assert counted.position("/") == "2/3"
+
+
+def test_the_estimate_of_a_search_gives_its_most_levels_not_a_duration() -> None:
+    request = bench(find_max="concurrency", find_max_limit=64, requests=16)
+    estimate = estimate_bench(request, CellSpeed(step_s=0.037))
+    assert estimate.searching
+    assert estimate.seconds is None
+    assert estimate.levels == max_levels(Search(kind="concurrency", start=1, limit=64))
+    assert estimate.describe() == (
+        f"up to {estimate.levels} levels (saturation search) × at least 16 requests; the"
+        " duration depends on the load where it saturates"
+    )
