@@ -36,9 +36,16 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
     r_show.add_argument("--json", action="store_true")
     r_show.add_argument("--out", type=Path, default=None, metavar="DIR")
     r_show.set_defaults(handler=_runs_show)
-    r_cmp = sub.add_parser("compare", parents=[common], help="two runs side by side")
+    r_cmp = sub.add_parser(
+        "compare",
+        parents=[common],
+        help="two runs or more side by side, changes beyond run-to-run noise marked",
+    )
     r_cmp.add_argument("run_a", metavar="RUN1")
     r_cmp.add_argument("run_b", metavar="RUN2")
+    r_cmp.add_argument(
+        "more", nargs="*", metavar="RUN", help="more runs, each compared with the first"
+    )
     r_cmp.add_argument("--json", action="store_true")
     r_cmp.add_argument("--out", type=Path, default=None, metavar="DIR")
     r_cmp.set_defaults(handler=_runs_compare)
@@ -227,17 +234,22 @@ def _level_verdicts(run: RunDir) -> dict[tuple[str, int], tuple[str, str | None]
 
 def _runs_compare(args: argparse.Namespace) -> int:
     from console.bench.compare import compare_runs
+    from console.bench.noise import run_errors
     from console.bench.rundir import RunDir
     from console.bench.summary import load_summary
 
     root = runs_root(args, services(args))
-    a = load_summary(RunDir.open(root, args.run_a))
-    b = load_summary(RunDir.open(root, args.run_b))
-    result = compare_runs(a, b)
+    runs = [RunDir.open(root, name) for name in (args.run_a, args.run_b, *args.more)]
+    summaries = [load_summary(run) for run in runs]
+    errors = [
+        run_errors(run.path, [(cell.cell_id, level) for cell, level in summary.levels()])
+        for run, summary in zip(runs, summaries, strict=True)
+    ]
+    result = compare_runs(*summaries, errors=errors)
     if args.json:
         print_json(result.to_json())
         return 0
-    print_compare(result, a, b)
+    print_compare(result)
     return 0
 
 

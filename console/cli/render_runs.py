@@ -61,11 +61,20 @@ def print_summary(summary: RunSummary) -> None:
     print(f"\nfiles: {summary.run_dir}")
 
 
-def print_compare(result: CompareResult, a: RunSummary, b: RunSummary) -> None:
-    from console.bench.tables import COMPARE_HEADERS, compare_rows
+def print_compare(result: CompareResult) -> None:
+    from console.bench.compare_table import (
+        compare_headers,
+        compare_text_rows,
+        noise_line,
+        only_lines,
+        run_lines,
+    )
 
-    print(f"A = {a.run_id} ({a.name})\nB = {b.run_id} ({b.name})")
-    print(table(list(COMPARE_HEADERS), compare_rows(result)))
-    for side, items in (("A", result.only_a), ("B", result.only_b)):
-        for item in items:
-            print(f"only in {side}: {item}")
+    print("\n".join(run_lines(result)))
+    if result.rows:
+        print(table(compare_headers(result), compare_text_rows(result)))
+        print(noise_line(result))
+    else:
+        print("no cell and level in common")
+    for line in only_lines(result):
+        print(line)

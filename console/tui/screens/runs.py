@@ -1,9 +1,13 @@
-"""Runs: every run the backend serves, one run's results, and two runs side by side.
+"""Runs: every run the backend serves, one run's results and plots, and runs side by side.
 
 Runs and summaries come from the backend (the results folder live, the recording in a
 replay); the summaries through their cache of record, so a finished run is read, not rebuilt.
 The selected run's detail is read again when its row changes or, live, when its files do
 (checked by their size and mtime on the list's timer, never every frame).
+
+`p` turns the detail into the selected run's plots, one at a time (each press the next, then
+back to the tables); moving through the list keeps the plot and shows the next run's. `c`
+marks runs to compare: from the second, the marked runs are shown side by side.
 """
 
 from __future__ import annotations
@@ -17,12 +21,14 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import VerticalScroll
+from textual.containers import Vertical, VerticalScroll
 from textual.coordinate import Coordinate
 from textual.widgets import DataTable, Static
 
-from console.bench.compare import CompareResult, compare_runs
+from console.bench.compare import LABELS, CompareResult, compare_runs
 from console.bench.listing import RunRow
+from console.bench.noise import RunErrors, run_errors
+from console.bench.plotdata import Pareto, Plot, RunPlots, run_folder_gpus, run_plots
 from console.bench.results import RunSummary
 from console.core.errors import ConsoleError
 from console.tui.backend import Backend
@@ -31,6 +37,7 @@ from console.tui.widgets.accept_hist import acceptance_view
 from console.tui.widgets.filled_table import fill_table
 from console.tui.widgets.filter_bar import FilterBar
 from console.tui.widgets.finder import FindRow
+from console.tui.widgets.run_plot import PARETO_NOTE, RunPlot
 from console.tui.widgets.run_tables import compare_view, distinct_names, summary_view
 
 # How often the list is re-read from disk while shown (runs change only through campaigns).
@@ -61,8 +68,12 @@ class RunsScreen(FindScreen):
     DEFAULT_CSS = """
     RunsScreen #runs { height: auto; max-height: 40%; min-height: 3; }
     RunsScreen #detail { height: 1fr; border-top: solid $primary-darken-2; padding: 0 1; }
+    RunsScreen #plots { height: 1fr; border-top: solid $primary-darken-2; padding: 0 1; }
+    RunsScreen #plot-head { height: auto; }
+    RunsScreen.plotting #runs { max-height: 30%; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("p", "plots", "Plots"),
         Binding("c", "compare", "Compare"),
         Binding("ctrl+r", "reload", "Reload"),
         *FIND_BINDINGS,
@@ -72,9 +83,16 @@ class RunsScreen(FindScreen):
     def __init__(self, backend: Backend) -> None:
         super().__init__(backend)
         self.rows: list[RunRow] = []
-        self.marked: str | None = None
+        self.marked: list[str] = []
+        """Runs marked for comparison, in the order marked (A, B, C ...)."""
         self.shown: str | None = None
         self.summary: RunSummary | None = None
+        self.plots: RunPlots | None = None
+        """The shown run's plots."""
+        self.plot_page: int | None = None
+        """Which plot the detail shows; None while it shows the tables."""
+        self._compared_at: str | None = None
+        """The run the cursor was on when the comparison was asked for."""
         self._listed_at = 0.0
         self.comparing = False
         self._detail_stamp: FileStamp | None = None
@@ -88,6 +106,11 @@ class RunsScreen(FindScreen):
             histograms = Static(id="detail-accept")
             histograms.display = False
             yield histograms
+        plots = Vertical(id="plots")
+        plots.display = False
+        with plots:
+            yield Static(id="plot-head")
+            yield RunPlot(id="plot")
 
     def on_mount(self) -> None:
         fill_table(self.query_one("#runs", DataTable), COLUMNS, [])
@@ -128,7 +151,9 @@ class RunsScreen(FindScreen):
         labels = distinct_names([(r.run_id, r.run_id) for r in rows], room)
         listed: list[FindRow] = []
         for row, status, label in zip(rows, statuses, labels, strict=True):
-            mark = "* " if row.run_id == self.marked else ""
+            # A marked run shows the letter it has in the comparison.
+            marked = row.run_id in self.marked
+            mark = f"{LABELS[self.marked.index(row.run_id)]} " if marked else ""
             cells = {
                 "RUN": mark + label,
                 "KIND": row.kind or "-",
@@ -155,7 +180,7 @@ class RunsScreen(FindScreen):
         """The shown summary laid out again at the pane's new width."""
         summary = self.summary
         if summary is not None and self.shown == summary.run_id and not self.comparing:
-            self._show_summary(summary.run_id, summary, self._detail_stamp)
+            self._show_summary(summary.run_id, summary, self._detail_stamp, self.plots)
 
     def _show_list(
         self, rows: list[RunRow], stamped: str | None = None, stamp: FileStamp | None = None
@@ -192,7 +217,8 @@ class RunsScreen(FindScreen):
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         run_id = self.selected_id()
-        if self.comparing and self.shown and self.shown.endswith(f"|{run_id}"):
+        # The list refilled under the cursor (a mark added) is no move: the comparison stays.
+        if self.comparing and run_id == self._compared_at:
             return
         self.comparing = False
         if run_id != self.shown:
@@ -212,7 +238,16 @@ class RunsScreen(FindScreen):
         if summary is None:
             self.app.call_from_thread(self._show_text, self._no_summary(run_id))
             return
-        self.app.call_from_thread(self._show_summary, run_id, summary, stamp)
+        plots = run_plots(summary, self._run_gpus(run_id, summary))
+        self.app.call_from_thread(self._show_summary, run_id, summary, stamp, plots)
+
+    def _run_gpus(self, run_id: str, summary: RunSummary) -> dict[str, int]:
+        """Each cell's GPU count from the run's run.json (in the results folder, else where
+        the summary says the run was); empty when neither is on this disk."""
+        found = run_folder_gpus(self.backend.runs_root / run_id)
+        if not found and summary.run_dir:
+            found = run_folder_gpus(Path(summary.run_dir))
+        return found
 
     def _no_summary(self, run_id: str) -> str:
         row = next((r for r in self.rows if r.run_id == run_id), None)
@@ -223,6 +258,7 @@ class RunsScreen(FindScreen):
         return f"{run_id}: gone (its folder or run.json is no longer there)"
 
     def _show_text(self, text: str) -> None:
+        self.plots = None
         self._show_detail(Text(text, style="red"))
 
     def _show_detail(self, shown: RenderableType, accept: RenderableType | None = None) -> None:
@@ -233,34 +269,109 @@ class RunsScreen(FindScreen):
         histograms.update("" if accept is None else accept)
 
     def _show_summary(
-        self, run_id: str, summary: RunSummary, stamp: FileStamp | None = None
+        self,
+        run_id: str,
+        summary: RunSummary,
+        stamp: FileStamp | None = None,
+        plots: RunPlots | None = None,
     ) -> None:
         self.shown = run_id
         self.summary = summary
+        self.plots = plots
         self._detail_stamp = stamp
         width = (self.query_one("#detail").size.width or self.size.width) - 2
         self._show_detail(summary_view(summary, width), acceptance_view(summary, width))
+        if self.plot_page is not None:
+            self._show_plot()
+
+    # -- plots ---------------------------------------------------------------------------
+
+    def _panels(self) -> list[Plot | Pareto]:
+        plots = self.plots
+        if plots is None or self.comparing:
+            return []
+        panels: list[Plot | Pareto] = list(plots.plots)
+        if plots.pareto is not None:
+            panels.append(plots.pareto)
+        return panels
+
+    def action_plots(self) -> None:
+        """The next of the shown run's plots; after the last, the tables again."""
+        panels = self._panels()
+        if not panels:
+            self.notify("no plots: select a run with a finished level (escape leaves a comparison)")
+            return
+        page = 0 if self.plot_page is None else self.plot_page + 1
+        if page >= len(panels):
+            self._leave_plots()
+            return
+        self.plot_page = page
+        self._show_plot()
+
+    def _show_plot(self) -> None:
+        panels = self._panels()
+        if not panels or self.plot_page is None:
+            self._leave_plots()
+            return
+        page = min(self.plot_page, len(panels) - 1)
+        self.plot_page = page
+        panel = panels[page]
+        self.add_class("plotting")
+        self.query_one("#detail").display = False
+        self.query_one("#plots").display = True
+        run = self.plots.run_id if self.plots else ""
+        head = Text.assemble(
+            (f"plot {page + 1}/{len(panels)} ", "bold"),
+            f"{run}",
+            ("  p next · escape tables", "dim"),
+        )
+        if isinstance(panel, Pareto):
+            head.append(f"\n{PARETO_NOTE}", style="dim")
+            if panel.left_out:
+                head.append(f"; GPU count unknown: {', '.join(panel.left_out)}", style="dim")
+        elif panel.note:
+            head.append(f"\n{panel.note}", style="dim")
+        self.query_one("#plot-head", Static).update(head)
+        self.query_one("#plot", RunPlot).show(panel)
+
+    def _leave_plots(self) -> None:
+        self.plot_page = None
+        self.remove_class("plotting")
+        self.query_one("#plots").display = False
+        self.query_one("#detail").display = True
+
+    # -- comparison ----------------------------------------------------------------------
 
     def action_compare(self) -> None:
+        """Mark the selected run; from the second, show every marked run side by side."""
         current = self.selected_id()
         if current is None:
             return
-        if self.marked is None or self.marked == current:
-            self.marked = current
+        if current not in self.marked:
+            if len(self.marked) >= len(LABELS):
+                self.notify(f"at most {len(LABELS)} runs side by side", severity="warning")
+                return
+            self.marked.append(current)
             self.rows = []
             self._listed_at = 0.0
             self.refresh_data()
+        if len(self.marked) < 2:
             self.notify(f"marked {current}; select another run and press c to compare")
             return
         self.comparing = True
-        self._compare(self.marked, current)
+        self._compared_at = current
+        self._leave_plots()
+        self._compare(list(self.marked))
 
     def escape_fallback(self) -> None:
-        """Escape with no filter set: leave the comparison."""
+        """Escape with no filter set: leave the plots, else the comparison."""
+        if self.plot_page is not None:
+            self._leave_plots()
+            return
         self.action_clear_compare()
 
     def action_clear_compare(self) -> None:
-        self.marked = None
+        self.marked = []
         self.comparing = False
         self.shown = None
         self.rows = []
@@ -268,21 +379,31 @@ class RunsScreen(FindScreen):
         self.refresh_data()
 
     @work(thread=True, exclusive=True, group="runs-detail")
-    def _compare(self, first: str, second: str) -> None:
-        try:
-            a = self.backend.run_summary(first)
-            b = self.backend.run_summary(second)
-        except ConsoleError as exc:
-            self.app.call_from_thread(self._show_text, f"cannot compare: {exc.message}")
-            return
-        if a is None or b is None:
-            missing = first if a is None else second
-            self.app.call_from_thread(self._show_text, f"cannot compare: {missing}: no summary")
-            return
-        result = compare_runs(a, b)
-        self.app.call_from_thread(self._show_compare, result, a, b)
+    def _compare(self, run_ids: list[str]) -> None:
+        summaries: list[RunSummary] = []
+        for run_id in run_ids:
+            try:
+                summary = self.backend.run_summary(run_id)
+            except ConsoleError as exc:
+                self.app.call_from_thread(self._show_text, f"cannot compare: {exc.message}")
+                return
+            if summary is None:
+                self.app.call_from_thread(self._show_text, f"cannot compare: {run_id}: no summary")
+                return
+            summaries.append(summary)
+        errors = [self._run_errors(s) for s in summaries]
+        result = compare_runs(*summaries, errors=errors)
+        self.app.call_from_thread(self._show_compare, result)
 
-    def _show_compare(self, result: CompareResult, a: RunSummary, b: RunSummary) -> None:
-        self.shown = f"{a.run_id}|{b.run_id}"
+    def _run_errors(self, summary: RunSummary) -> RunErrors:
+        """The run's per-level standard errors from its requests on this disk, if any."""
+        levels = [(cell.cell_id, level) for cell, level in summary.levels()]
+        found = run_errors(self.backend.runs_root / summary.run_id, levels)
+        if not found and summary.run_dir:
+            found = run_errors(Path(summary.run_dir), levels)
+        return found
+
+    def _show_compare(self, result: CompareResult) -> None:
+        self.shown = "|".join(run.run_id for run in result.runs)
         width = self.query_one("#detail").size.width or self.size.width
-        self._show_detail(compare_view(result, a, b, width - 2))
+        self._show_detail(compare_view(result, width - 2))

@@ -10,14 +10,20 @@ from rich.table import Table
 from rich.text import Text
 
 from console.bench.compare import CompareResult
+from console.bench.compare_table import (
+    Cell,
+    compare_cells,
+    compare_headers,
+    noise_line,
+    only_lines,
+    text,
+)
 from console.bench.results import RunSummary
 from console.bench.tables import (
-    COMPARE_HEADERS,
     METRIC_NOTE,
     SUMMARY_HEADERS,
     SideBySide,
     best_line,
-    compare_rows,
     latency_headers,
     latency_rows,
     rank_lines,
@@ -136,18 +142,43 @@ def summary_view(summary: RunSummary, width: int) -> RenderableType:
     return Group(*parts)
 
 
-def compare_view(result: CompareResult, a: RunSummary, b: RunSummary, width: int) -> RenderableType:
+def compare_view(result: CompareResult, width: int) -> RenderableType:
+    """Two runs or more side by side; a change beyond noise green when better, red when
+    worse. Metric columns go from the right when the pane is too narrow."""
     parts: list[RenderableType] = [
-        Text.assemble(("A ", "bold"), f"{a.run_id} ({a.name})"),
-        Text.assemble(("B ", "bold"), f"{b.run_id} ({b.name})"),
-        rows_table(COMPARE_HEADERS, compare_rows(result), width),
+        Text.assemble((f"{run.label} ", "bold"), f"{run.run_id} ({run.name})")
+        for run in result.runs
     ]
-    for side, items in (("A", result.only_a), ("B", result.only_b)):
-        for item in items:
-            parts.append(Text(f"only in {side}: {item}", style="dim"))
-    if not result.rows:
+    if result.rows:
+        parts.append(_compare_table(result, width))
+        parts.append(Text(noise_line(result), style="dim"))
+    else:
         parts.append(Text("no cell and level in common", style="yellow"))
+    parts += [Text(line, style="dim") for line in only_lines(result)]
     return Group(*parts)
+
+
+def _compare_table(result: CompareResult, width: int) -> Table:
+    headers = compare_headers(result)
+    rows = compare_cells(result)
+    natural = [max([len(h), *(len(text(r[i])) for r in rows)]) + 1 for i, h in enumerate(headers)]
+    keep = len(headers)
+    while keep > 3 and sum(natural[:keep]) > width:
+        keep -= 1
+    table = Table(box=None, padding=(0, 1, 0, 0), header_style="bold", show_edge=False)
+    for index in range(keep):
+        table.add_column(headers[index], justify="left" if index == 0 else "right", no_wrap=True)
+    for row in rows:
+        table.add_row(*(_styled(cell) for cell in row[:keep]))
+    return table
+
+
+def _styled(cell: Cell) -> Text:
+    out = Text()
+    for piece in cell:
+        style = "" if piece.better is None else ("bold green" if piece.better else "bold red")
+        out.append(piece.text, style=style)
+    return out
 
 
 def middle_cut(text: str, width: int) -> str:
