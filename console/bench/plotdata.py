@@ -86,7 +86,9 @@ class RunPlots:
     plots: tuple[Plot, ...]
     pareto: Pareto | None
     slo: str | None = None
-    """The run's latency targets as the summary states them, when it has some."""
+    """The latency targets its cells were judged by (`TTFT ≤ 200 ms`), when any."""
+    knees: tuple[tuple[str, str], ...] = ()
+    """(cell label, the highest load that met the SLO, in words) per cell searched."""
 
     @property
     def empty(self) -> bool:
@@ -204,6 +206,7 @@ def run_plots(summary: RunSummary, gpus: Mapping[str, int] | None = None) -> Run
     """Every plot of the run; `gpus` (cell id -> GPU count, `cell_gpus`) places the cells
     on the Pareto plot, which is left out when no cell's count is known."""
     labels = cell_labels(summary.cells)
+    slo = slo_text(summary)
     plots: list[Plot] = []
     for kind in LOAD_KINDS:
         measured = [(cell, _measured(cell, kind)) for cell in summary.cells]
@@ -218,16 +221,36 @@ def run_plots(summary: RunSummary, gpus: Mapping[str, int] | None = None) -> Run
                 for tail, getter, dashed in parts
                 if (line := _line(labels[cell.cell_id] + tail, levels, getter, dashed=dashed))
             ]
+            if key == "goodput" and slo:
+                note = f"SLO: {slo}"
             if lines:
                 plots.append(Plot(key + suffix, title, X_LABELS[kind], y_label, tuple(lines), note))
-    slo = getattr(summary, "slo", None)
     return RunPlots(
         run_id=summary.run_id,
         name=summary.name,
         plots=tuple(plots),
         pareto=pareto(summary, gpus or {}, labels),
-        slo=None if slo is None else str(slo),
+        slo=slo,
+        knees=knees(summary, labels),
     )
+
+
+def slo_text(summary: RunSummary) -> str | None:
+    """The SLO the run's cells were judged by; each cell's when they differ."""
+    found = [str(s) for cell in summary.cells if (s := getattr(cell, "slo", None))]
+    distinct = list(dict.fromkeys(found))
+    return "; ".join(distinct) if distinct else None
+
+
+def knees(summary: RunSummary, labels: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """Each searched cell's knee in words (`carries 24 concurrent at TTFT ≤ 200 ms ...`)."""
+    out = []
+    for cell in summary.cells:
+        knee = getattr(cell, "knee", None)
+        text = getattr(knee, "text", None)
+        if callable(text):
+            out.append((labels[cell.cell_id], str(text())))
+    return tuple(out)
 
 
 def pareto(

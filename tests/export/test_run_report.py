@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from console.bench.plotdata import cell_gpus, front_indices, run_plots
+from console.bench.results import CellSummary, Knee, LevelSummary, RunSummary, Stats
 from console.bench.rundir import RunDir
 from console.bench.summary import load_summary
 from console.export.report import write_report
@@ -221,3 +222,67 @@ def test_matplotlib_stays_out_of_the_startup_path() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
     )
     assert "MPL False" in done.stdout, done.stderr
+
+
+def _open_loop_run() -> RunSummary:
+    """Two cells of a rate sweep judged against a TTFT SLO, tp4 beside tp1."""
+
+    def level(index: int, rate: float, tok_s: float, good: float) -> LevelSummary:
+        return LevelSummary(
+            level=index,
+            rate=rate,
+            requests=20,
+            output_tok_s=tok_s,
+            goodput_tok_s=good,
+            slo_attainment=good / tok_s,
+            ttft=Stats(p50=0.05 * (index + 1), p99=0.1 * (index + 1)),
+            itl=Stats(p50=0.01 * (index + 1), p99=0.02 * (index + 1)),
+        )
+
+    knee = Knee(kind="rate", value=2.0, first_failing=4.0, attainment=0.95, slo="TTFT ≤ 200 ms")
+    cells = tuple(
+        CellSummary(
+            cell_id=f"m/{layout}/off",
+            profile="m",
+            layout=layout,
+            variant="off",
+            slo="TTFT ≤ 200 ms",
+            knee=knee,
+            levels=tuple(
+                level(i, rate, scale * rate * 10, scale * rate * (10 - 3 * i))
+                for i, rate in enumerate((1.0, 2.0, 4.0))
+            ),
+        )
+        for layout, scale in (("tp1", 1.0), ("tp4", 3.0))
+    )
+    return RunSummary(run_id="20261202-000000-rates", run_dir="", name="rates", cells=cells)
+
+
+def test_open_loop_levels_plot_against_rate_with_goodput(tmp_path: Path) -> None:
+    summary = _open_loop_run()
+    plots = run_plots(summary, {"m/tp1/off": 1, "m/tp4/off": 4})
+    assert [p.key for p in plots.plots] == [
+        "throughput-rate",
+        "ttft-rate",
+        "itl-rate",
+        "goodput-rate",
+    ]
+    assert all(p.x_label == "request rate (req/s, open loop)" for p in plots.plots)
+    goodput = plots.plots[-1]
+    assert goodput.note == "SLO: TTFT ≤ 200 ms"
+    assert goodput.lines[0].ys == (10.0, 14.0, 16.0)
+    # Per GPU, tp4 moves three times the tokens on four GPUs: tp1 is ahead at every rate,
+    # and per user (1 / ITL p50) the lowest rate is fastest: the front is tp1's levels.
+    assert plots.pareto is not None
+    assert {p.label for p in plots.pareto.front} == {"tp1 off @1/s", "tp1 off @2/s", "tp1 off @4/s"}
+    written = write_report(summary, {"m/tp1/off": 1, "m/tp4/off": 4}, tmp_path, ("svg", "md"))
+    assert {p.name for p in written} >= {"goodput-rate.svg", "throughput-rate.svg", "report.md"}
+    assert len(series(tmp_path / "goodput-rate.svg")) == 2
+    assert "request rate (req/s, open loop)" in texts(tmp_path / "throughput-rate.svg")
+    report = (tmp_path / "report.md").read_text(encoding="utf-8")
+    assert "GOODPUT TOK/S | SLO MET" in report
+    assert (
+        "| tp1 off | 4/s | 1 | 40.0 | 40.0 | 33.3 | 150.0 | 300.0 | 30.0 | 60.0 | 16.0 | 40% |"
+        in report
+    )
+    assert "- tp4 off: carries 2/s at TTFT ≤ 200 ms for 95% of requests, fails at 4/s" in report

@@ -100,6 +100,8 @@ def markdown(
     lines = [f"# Run report: {summary.run_id}", "", f"{name} ({facts})", ""]
     if plots.slo:
         lines += [f"SLO: {plots.slo}", ""]
+    lines += [f"- {cell}: {knee}" for cell, knee in plots.knees]
+    lines += [""] if plots.knees else []
     headers, rows = level_table(summary, plots, gpus)
     lines += ["## Levels", ""]
     lines.append("| " + " | ".join(headers) + " |")
@@ -160,6 +162,10 @@ def html_page(
     ]
     if plots.slo:
         parts.append(f"<p>SLO: {esc(plots.slo)}</p>")
+    if plots.knees:
+        parts.append("<ul>")
+        parts += [f"<li>{esc(cell)}: {esc(knee)}</li>" for cell, knee in plots.knees]
+        parts.append("</ul>")
     parts += ["<h2>Levels</h2>", "<table><thead><tr>"]
     parts += [f"<th>{esc(h)}</th>" for h in headers]
     parts.append("</tr></thead><tbody>")
