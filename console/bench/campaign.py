@@ -572,9 +572,13 @@ class CampaignRunner:
                 )
             try:
                 level: LevelSpec | None = first
-                while level is not None:
+                # A level index proposed twice in one attempt (a summary that lost its
+                # level) ends the cell instead of measuring it forever.
+                ran: set[int] = set()
+                while level is not None and level.index not in ran:
                     if self.stop.is_set():
                         break
+                    ran.add(level.index)
                     outcome = await self._run_level(
                         cell, client, target, level, server.server_id or server.url
                     )

@@ -30,19 +30,24 @@ def level_load(search: Search, level: LevelSummary) -> float | None:
     return float(level.concurrency)
 
 
+JUDGED = ("done", "failed")
+"""Level statuses that are a verdict: a level whose every request failed carried nothing
+(only an interrupted level is measured again)."""
+
+
 def passed(level: LevelSummary) -> bool:
     """A finished level's verdict: it met the SLO at the attainment, and was not stopped
-    early for clearly missing it. Nothing judged is a failure (nothing was carried)."""
-    return level.early_stop is None and level.slo_pass is True
+    early for clearly missing it. Nothing judged, or a failed level, is a failure."""
+    return level.status == "done" and level.early_stop is None and level.slo_pass is True
 
 
 def history(search: Search, levels: Iterable[LevelSummary]) -> dict[float, bool]:
-    """Load -> verdict over the cell's finished levels; a load measured again keeps the
+    """Load -> verdict over the cell's judged levels; a load measured again keeps the
     verdict of its later level."""
     measured: dict[float, bool] = {}
     for level in sorted(levels, key=lambda lv: lv.level):
         load = level_load(search, level)
-        if level.status == "done" and load is not None:
+        if level.status in JUDGED and load is not None:
             measured[load] = passed(level)
     return measured
 
@@ -68,7 +73,7 @@ def next_level(
     load = next_load(search, history(search, levels))
     if load is None:
         return None
-    finished = {lv.level for lv in levels if lv.status == "done"}
+    finished = {lv.level for lv in levels if lv.status in JUDGED}
     index = next(i for i in range(len(finished) + 1) if i not in finished)
     return search_level(search, template, index, load)
 

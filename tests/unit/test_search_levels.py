@@ -92,6 +92,20 @@ def test_resume_reruns_a_cut_level_under_its_own_index() -> None:
     assert (upcoming.index, upcoming.concurrency) == (3, 3)
 
 
+def test_a_level_whose_requests_all_failed_is_a_failing_verdict() -> None:
+    """Every request of a `bench --url` level failing (no server death the runner sees) is a
+    verdict, not a level to measure again: the search goes below it."""
+    search, template = search_for("concurrency", 64, [LevelSpec(0, 1, None, 8, None)])
+    measured = [
+        level(0, 1, passed=True),
+        level(1, 2, passed=True),
+        level(2, 4, passed=True, status="failed"),
+    ]
+    upcoming = next_level(search, template, measured)
+    assert upcoming is not None
+    assert (upcoming.index, upcoming.concurrency) == (3, 3)
+
+
 def test_an_early_stopped_or_unjudged_level_fails() -> None:
     search = Search(kind="concurrency", start=1, limit=8)
     stopped = LevelSummary(
