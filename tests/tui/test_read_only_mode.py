@@ -89,8 +89,9 @@ VIEW_ACTIONS = frozenset(
         # Dashboard: which server's charts, the zoom
         "focus_next_server",
         "zoom",
-        # Runs: compare two runs, read the list again
+        # Runs: compare runs, page through a run's plots, read the list again
         "compare",
+        "plots",
         "reload",
         # Logs: which server, follow, search, errors, wrap
         "cycle",
