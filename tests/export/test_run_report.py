@@ -286,3 +286,32 @@ def test_open_loop_levels_plot_against_rate_with_goodput(tmp_path: Path) -> None
         in report
     )
     assert "- tp4 off: carries 2/s at TTFT ≤ 200 ms for 95% of requests, fails at 4/s" in report
+
+
+def test_a_run_with_nothing_measured_still_gets_its_report(tmp_path: Path) -> None:
+    failed = CellSummary(cell_id="m/tp1/off", profile="m", layout="tp1", variant="off")
+    summary = RunSummary(run_id="20261202-000000-empty", run_dir="", cells=(failed,))
+    written = write_report(summary, {}, tmp_path, ("svg", "png", "md", "html"))
+    assert sorted(p.name for p in written) == ["report.html", "report.md"]
+    assert "No level measured anything to plot." in (tmp_path / "report.md").read_text()
+
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+
+
+def test_html_opens_in_a_headless_browser_when_one_is_installed(report: Path) -> None:
+    """The page as a real browser builds it: every plot's SVG in the DOM (skipped where no
+    Chromium-family browser is installed; the SVG checks above stand in for it)."""
+    import subprocess
+
+    browser = next((b for b in BROWSERS if shutil.which(b)), None)
+    if browser is None:
+        pytest.skip("no headless browser installed (chromium, google-chrome)")
+    done = subprocess.run(
+        [browser, "--headless", "--disable-gpu", "--no-sandbox", "--dump-dom",
+         (report / "report.html").as_uri()],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("<svg") == 4
+    assert "Pareto front" in done.stdout
