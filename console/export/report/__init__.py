@@ -54,7 +54,10 @@ def write_report(
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UsageError(f"--out {out}: cannot create ({exc.strerror or exc})") from None
+        raise UsageError(
+            f"{out}: cannot create the report folder ({exc.strerror or exc})",
+            hint="write it elsewhere with --out DIR",
+        ) from None
     plots = run_plots(summary, gpus)
     drawn = figures(plots) if not plots.empty else []
     titles = [
@@ -71,7 +74,9 @@ def write_report(
             else:
                 path.write_text(data, encoding="utf-8")
         except OSError as exc:
-            raise ConsoleError(f"cannot write {path}: {exc.strerror or exc}") from None
+            raise ConsoleError(
+                f"cannot write {path}: {exc.strerror or exc}", hint="choose --out DIR"
+            ) from None
         written.append(path)
 
     svgs = {stem: svg_text(figure, salt=stem) for stem, figure in drawn}
