@@ -162,14 +162,16 @@ class LevelJudge:
     """The level was found to fail before its end (it stops; it is done, not interrupted)."""
 
     def add(self, met: bool) -> bool:
-        """Count one finished request; True exactly once, when the level clearly fails."""
+        """Count one finished request; True exactly once, when the level clearly fails
+        with requests still to come (after its last one there is nothing to stop)."""
         if self.stopped:
             return False
         if met:
             self.met += 1
         else:
             self.missed += 1
-        self.stopped = clearly_fails(self.planned, self.met, self.missed, self.attainment)
+        left = self.planned is not None and self.met + self.missed < self.planned
+        self.stopped = left and clearly_fails(self.planned, self.met, self.missed, self.attainment)
         return self.stopped
 
     def why(self, slo_label: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from console.bench.find_max import (
+    LevelJudge,
     Search,
     bracket,
     clearly_fails,
@@ -143,6 +144,21 @@ def test_clearly_fails(
     planned: int | None, met: int, missed: int, attainment: float, fails: bool
 ) -> None:
     assert clearly_fails(planned, met, missed, attainment) is fails
+
+
+def test_the_judge_stops_a_level_once_with_requests_left() -> None:
+    judge = LevelJudge(planned=8, attainment=0.75)
+    assert [judge.add(met) for met in (True, False, False)] == [False, False, False]
+    assert judge.add(False) is True  # a third miss of 8: 75% is out of reach
+    assert judge.stopped
+    assert judge.add(False) is False  # said once
+    assert "3 of 8 requests missed TTFT ≤ 1 s" in judge.why("TTFT ≤ 1 s")
+    last = LevelJudge(planned=4, attainment=0.75)
+    # The miss that decides it is the level's last request: nothing is left to stop.
+    assert [last.add(met) for met in (True, True, False, False)] == [False] * 4
+    assert not last.stopped
+    timed = LevelJudge(planned=None, attainment=0.95)
+    assert not any(timed.add(False) for _ in range(20))
 
 
 def test_an_early_stopped_level_also_fails_on_what_it_measured() -> None:
