@@ -37,6 +37,8 @@ def batch_size(workload: Workload, wanted: int) -> int:
     return max(1, min(PROMPT_BATCH, wanted, BATCH_TOKENS // max(1, workload.input_len)))
 
 
+REPLAY_LOOKAHEAD_S = 0.05
+"""A trace replay makes each request this long (real seconds) before its send time."""
 COUNTERS_DEADLINE_S = 10.0
 STOPPED_COUNTERS_DEADLINE_S = 0.5
 FLUSH_DEADLINE_S = 90.0
@@ -239,7 +241,10 @@ async def run_level(
 
     if workload.timed:
         speed = spec.replay or 1.0
-        await _trace_loop(send, prompts, target.time_scale * speed, deadline, stop, keep)
+        # The level starts when the trace's clock does (after its first prompt is made).
+        started_wall = await _trace_loop(
+            send, prompts, target.time_scale * speed, deadline, stop, keep
+        )
     elif spec.rate is not None:
         await _open_loop(send, prompts, spec, deadline, stop, keep)
     else:
@@ -309,6 +314,10 @@ class _PromptSource:
         if not self._buffer:
             batch = batch_size(self.workload, self.count - self.issued)
             source = self.workload.source
+            if source is not None and source.timed:
+                # One at a time: each is made while waiting for its send time, never a batch
+                # in one go that would hold up sends due meanwhile.
+                batch = 1
             if source is not None:
                 self._buffer = source.prompts(self.level, self.issued, batch)
                 if not self._buffer:  # a trace's end
@@ -410,45 +419,54 @@ async def _trace_loop(
     deadline: float | None,
     stop: asyncio.Event,
     keep: Callable[[int, RequestResult], None],
-) -> None:
+) -> float:
     """Each prompt sent at its `at_s` on the trace's clock (divided by `scale`: the server's
     time scale times the replay speed-up), open loop. Send times are absolute against the
-    level's start on `perf_counter`, so a late send never delays the ones after it. The next
-    prompt is made before the wait, not after it."""
+    trace clock's start on `perf_counter`, so a late send never delays the ones after it.
+
+    Each request's task is made up to `REPLAY_LOOKAHEAD_S` ahead and sleeps to its own send
+    time, so the timer wakes the sender directly (no hop through this loop, which wakes that
+    much earlier to make the next prompt and its task). Returns the wall time the trace's
+    clock started."""
     tasks: set[asyncio.Task[None]] = set()
     failure: list[BaseException] = []
+    stopper = asyncio.ensure_future(stop.wait())
+    item = prompts.next()
+    # The trace's clock starts once its first prompt is ready.
+    started_wall = time.time()
     start = time.perf_counter()
 
-    async def one(index: int, prompt: Prompt) -> None:
+    async def one(index: int, prompt: Prompt, due: float) -> None:
+        # Cancelled while asleep it was never sent: nothing is kept for it.
+        await asyncio.sleep(max(0.0, due - time.perf_counter()))
         result = await _sent(send, prompt, index, stop, keep)
         try:
             keep(index, result)
         except Exception as exc:  # results cannot be kept: stop the level
             failure.append(exc)
 
-    while not stop.is_set() and not failure:
-        item = prompts.next()
-        if item is None:
-            break
+    while item is not None and not stop.is_set() and not failure:
         due = start + (item[1].at_s or 0.0) / scale
         if deadline is not None and due >= deadline:
             break
-        delay = due - time.perf_counter()
-        if delay > 0:
-            try:
-                await asyncio.wait_for(stop.wait(), delay)
+        early = due - REPLAY_LOOKAHEAD_S - time.perf_counter()
+        if early > 0:
+            await asyncio.wait({stopper}, timeout=early)
+            if stop.is_set():
                 break
-            except TimeoutError:
-                pass
-        task = asyncio.create_task(one(*item))
+        task = asyncio.create_task(one(*item, due))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
+        item = prompts.next()
     if stop.is_set() or failure:
         for task in list(tasks):
             task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+    stopper.cancel()
+    await asyncio.gather(stopper, return_exceptions=True)
     if failure:
         raise failure[0]
+    return started_wall
 
 
 async def _open_loop(

@@ -1,0 +1,140 @@
+"""How closely trace replay keeps a trace's arrival times: each request's send time (its
+`send_wall`) against the time its trace row asks for.
+
+A simulator at --sim-speed 1 (real time) on one core, the level runner on the other; two
+Poisson traces: short prompts at a high rate, and long prompts (2-8k tokens, whose JSON
+bodies take longest to build) at a lower one. Reported per trace: lateness median, p90, p99
+and max, and the drift (median lateness of the last third minus the first third).
+
+    python bench/trace_replay.py [--requests 600] [--no-write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import update_results
+from console.bench.client import Endpoint, RequestResult, make_client
+from console.bench.levels import LevelSpec, Target, run_level
+from console.bench.workload import Workload
+from console.bench.workload_trace import Trace, TraceReplay, TraceRow
+from console.core.net import free_port
+
+MODEL = ["--model-path", "meta-llama/Llama-3.1-8B-Instruct"]
+
+
+def poisson_trace(count: int, rate: float, inputs: tuple[int, int], seed: int) -> Trace:
+    rng = random.Random(seed)
+    at = 0.0
+    rows = []
+    for _ in range(count):
+        rows.append(TraceRow(at, rng.randint(*inputs), rng.randint(8, 48)))
+        at += rng.expovariate(rate)
+    return Trace(f"poisson-{rate:g}/s", "jsonl", tuple(rows))
+
+
+async def replay(url: str, trace: Trace) -> list[float]:
+    """Lateness of every send, in seconds, against the trace row's time."""
+    sent: dict[int, RequestResult] = {}
+    spec = LevelSpec(0, None, None, len(trace.rows), None, warmup=1, replay=1.0)
+    workload = Workload(source=TraceReplay(trace))
+    async with make_client(256, timeout_s=300) as client:
+        outcome = await run_level(
+            client,
+            Target(url),
+            Endpoint.GENERATE,
+            workload,
+            spec,
+            on_result=lambda i, r: sent.__setitem__(i, r),
+            stop=asyncio.Event(),
+        )
+    errors = [r.error for r in outcome.results if r.error]
+    if errors:
+        sys.exit(f"{len(errors)} requests failed: {errors[0]}")
+    # From the level's start stamp, taken just before the trace clock starts.
+    start = outcome.started_wall
+    return [(sent[i].send_wall - start) - trace.rows[i].at_s for i in sorted(sent)]
+
+
+def figures(late: list[float]) -> str:
+    ordered = sorted(late)
+    third = len(late) // 3
+    drift = statistics.median(late[-third:]) - statistics.median(late[:third])
+
+    def ms(value: float) -> str:
+        return f"{value * 1000:.2f} ms"
+
+    return (
+        f"median {ms(statistics.median(late))}, p90 {ms(ordered[int(len(late) * 0.9)])}, "
+        f"p99 {ms(ordered[int(len(late) * 0.99)])}, max {ms(ordered[-1])}, "
+        f"min {ms(ordered[0])}, drift {ms(drift)}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--requests", type=int, default=600)
+    parser.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
+    args = parser.parse_args()
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    cpus = sorted(os.sched_getaffinity(0))
+    sim_cpu, client_cpu = cpus[0], cpus[-1]
+    proc = subprocess.Popen(
+        [
+            *("taskset", "-c", str(sim_cpu), sys.executable, "-m", "console.sim", *MODEL),
+            *("--port", str(port), "--sim-speed", "1", "--enable-metrics"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    os.sched_setaffinity(0, {client_cpu})
+    traces = [
+        poisson_trace(args.requests, 40.0, (64, 512), seed=1),
+        poisson_trace(args.requests // 3, 10.0, (2048, 8192), seed=2),
+    ]
+    lines = []
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{url}/ready", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        for trace in traces:
+            late = asyncio.run(replay(url, trace))
+            line = (
+                f"{len(trace.rows)} requests, {trace.path}, prompts "
+                f"{min(r.input_len for r in trace.rows)}-{max(r.input_len for r in trace.rows)}"
+                f" tokens over {trace.span_s:.1f} s: lateness {figures(late)}"
+            )
+            print(line)
+            lines.append(line)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    body = (
+        "`python bench/trace_replay.py` (trace replay: each request's send time against its "
+        "trace row's time; simulator at --sim-speed 1 on one core, the level runner on the "
+        "other):\n\n" + "\n".join(f"- {line}" for line in lines)
+    )
+    if not args.no_write:
+        update_results("Trace replay timing (issue 20)", body)
+
+
+if __name__ == "__main__":
+    main()
