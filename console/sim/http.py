@@ -281,6 +281,10 @@ class Handlers:
 
     # -- generation --------------------------------------------------------------------------
 
+    @property
+    def _cache_report(self) -> bool:
+        return bool(self.state.options.get("enable_cache_report"))
+
     def _keys(
         self, *, ids: list[int] | None = None, text: str | None = None, input_len: int = 0
     ) -> PrefixKeys:
@@ -582,7 +586,7 @@ class Handlers:
                 details = dumps({"spec_tokens_details": self._sglext_spec_details(req)})
                 yield f'data: {{{head},"choices":[],"sglext":{details}}}\n\n'
             if include_usage:
-                usage = dumps(_usage(req))
+                usage = dumps(_usage(req, self._cache_report))
                 yield f'data: {{{head},"choices":[],"usage":{usage}}}\n\n'
             yield "data: [DONE]\n\n"
         finally:
@@ -614,7 +618,7 @@ class Handlers:
             "created": int(time.time()),
             "model": self.state.served_name,
             "choices": [choice],
-            "usage": _usage(req),
+            "usage": _usage(req, self._cache_report),
         }
         if spec_details and self.state.decode.speculative and req.verify_ct:
             result["sglext"] = {"spec_tokens_details": self._sglext_spec_details(req)}
@@ -628,13 +632,18 @@ def _cache_details(cached: int) -> str:
     return f'{{"device":{cached},"host":0}}' if cached > 0 else "null"
 
 
-def _usage(req: SimRequest) -> dict[str, Any]:
-    return {
+def _usage(req: SimRequest, cache_report: bool = False) -> dict[str, Any]:
+    usage: dict[str, Any] = {
         "prompt_tokens": req.input_len,
         "completion_tokens": req.generated,
         "total_tokens": req.input_len + req.generated,
         "reasoning_tokens": min(req.reasoning_tokens, req.generated),
     }
+    if cache_report:
+        # Only with --enable-cache-report (sglang 0.5.23
+        # srt/entrypoints/openai/usage_processor.py:38-43, protocol.py:221-229).
+        usage["prompt_tokens_details"] = {"cached_tokens": req.cached_tokens}
+    return usage
 
 
 def thinking_tokens(target: int) -> int:

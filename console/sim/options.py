@@ -50,6 +50,7 @@ MODELED = frozenset(
         "context_length",
         "mamba_radix_cache_strategy",
         "disable_radix_cache",
+        "enable_cache_report",
         "stream_interval",
         # sglang 0.5.23 srt/arg_groups/fields/observability.py:104-115
         "bucket_time_to_first_token",

@@ -202,3 +202,33 @@ def test_trace_replay_keeps_the_arrival_times(tmp_path: Path):
     third = len(late) // 3
     assert statistics.median(late[-third:]) < statistics.median(late[:third]) + 0.003
     assert outcome.wall_s >= trace.span_s
+
+
+def _completion_usage(sim: SimProcess, ids: list[int]) -> dict:
+    body = {
+        "model": "default",
+        "prompt": ids,
+        "max_tokens": 2,
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    usage: dict = {}
+    with httpx.stream("POST", f"{sim.url}/v1/completions", json=body, timeout=60) as response:
+        for line in response.iter_lines():
+            if line.startswith("data: {") and '"usage":{' in line:
+                usage = json.loads(line[6:])["usage"]
+    return usage
+
+
+def test_cache_report_and_disabled_radix_cache(tmp_path: Path):
+    ids = list(range(100, 164))  # 4 whole blocks: all but the last token can be reused
+    with running_sim([*SMALL, "--enable-cache-report"], tmp_path, speed=SPEED) as sim:
+        assert _completion_usage(sim, ids)["prompt_tokens_details"] == {"cached_tokens": 0}
+        assert _completion_usage(sim, ids)["prompt_tokens_details"] == {"cached_tokens": 63}
+    with running_sim([*SMALL, "--disable-radix-cache"], tmp_path, speed=SPEED) as sim:
+        _completion_usage(sim, ids)
+        usage = _completion_usage(sim, ids)
+        assert "prompt_tokens_details" not in usage  # no --enable-cache-report
+        assert _metric(sim, "sglang:cached_tokens_total") == 0
+        assert [r["cached_tokens"] for r in sim.stats()["requests"][-2:]] == [0, 0]
