@@ -55,3 +55,33 @@ def test_a_change_is_beyond_noise_only_past_both_the_errors_and_the_floor() -> N
     assert [three.beyond_noise(i) for i in (1, 2)] == [False, True]
     assert three.delta_pct == pytest.approx(0.5)
     assert three.change_pct(2) == pytest.approx(-10.0)
+
+
+def test_the_noise_counts_the_requests_the_summary_counts(tmp_path) -> None:
+    """A level with a steady window: the standard errors come from the requests inside it,
+    as many as the summary's statistics count."""
+    import shutil
+    from pathlib import Path
+
+    from console.bench.noise import in_window
+    from console.bench.results import LevelRecord, RequestResult
+    from console.bench.rundir import RunDir
+    from console.bench.summary import load_summary
+
+    fixture = Path(__file__).resolve().parent.parent / "tui" / "fixtures" / "runs"
+    shutil.copytree(fixture / "20261129-185811-qwen-ddtree-budgets", tmp_path / "run")
+    run = RunDir(tmp_path / "run")
+    summary = load_summary(run)
+    records = {
+        (r.cell, r.level): r for r in map(LevelRecord.from_json, run.read_jsonl("levels.jsonl"))
+    }
+    requests: dict[tuple[str, int], list[RequestResult]] = {}
+    for line in run.read_jsonl("requests.jsonl"):
+        requests.setdefault((line["cell"], line["level"]), []).append(RequestResult.from_json(line))
+    windows = set()
+    for cell, level in summary.levels():
+        key = (cell.cell_id, level.level)
+        counted = [r for r in in_window(requests[key], level, records[key]) if not r.error]
+        assert len(counted) == level.counted_requests, key
+        windows.add(level.window)
+    assert "steady" in windows  # some level had a window smaller than all its requests
