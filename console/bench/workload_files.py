@@ -7,13 +7,13 @@ with `timestamp`: this project's format or Mooncake's); its first row says which
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import fields, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from console.bench.workload import Workload, load_dataset
-from console.bench.workload_kinds import LengthDistribution, MultiTurn, SharedPrefix
+from console.bench.workload_kinds import LengthDistribution, LogNormal, MultiTurn, SharedPrefix
 from console.bench.workload_trace import Trace, TraceReplay, load_trace
 from console.core.errors import UsageError
 from console.core.paths import config_dir
@@ -23,6 +23,13 @@ if TYPE_CHECKING:
     from console.bench.levels import LevelSpec
 
 BUILTIN = ("random", "chat", "shared-prefix", "multi-turn")
+KINDS: dict[str, type[LengthDistribution] | type[SharedPrefix] | type[MultiTurn]] = {
+    "chat": LengthDistribution,
+    "shared-prefix": SharedPrefix,
+    "multi-turn": MultiTurn,
+}
+"""Built-in kinds that take parameters: `multi-turn:turns=8,conversations=16`."""
+TUNABLE = ("prefix_len", "groups", "conversations", "turns", "system_len")
 SUFFIXES = (".jsonl", ".json")
 
 
@@ -58,14 +65,12 @@ def resolve(name: str, base: Workload, label: str = "--workload") -> Workload:
     """`base` (its lengths, seed, vocabulary) turned into the workload `name` says: a built-in
     kind, a named file, or a file's path. UsageError of one line when it is none of these."""
     seed, vocab = base.seed, base.vocab_size
+    kind, _, params = name.partition(":")
     if name == "random":
         return base
-    if name == "chat":
-        return replace(base, source=LengthDistribution(vocab_size=vocab, seed=seed))
-    if name == "shared-prefix":
-        return replace(base, source=SharedPrefix(vocab_size=vocab, seed=seed).validate())
-    if name == "multi-turn":
-        return replace(base, source=MultiTurn(vocab_size=vocab, seed=seed).validate())
+    if kind in KINDS:
+        source = KINDS[kind](vocab_size=vocab, seed=seed)
+        return replace(base, source=with_params(source, params, f"{label} {name}").validate())
     path = workload_files().get(name)
     if path is None:
         candidate = Path(name).expanduser()
@@ -157,3 +162,41 @@ def cli_workload(workload: str | None, trace: Path | None) -> str | None:
         )
     load_trace(trace, "--trace")  # its errors name the flag it came from
     return str(trace)
+
+
+Synthetic = LengthDistribution | SharedPrefix | MultiTurn
+
+
+def parameters(source: Synthetic) -> list[str]:
+    """The `key=value` parameters a built-in kind takes: its counts and length medians."""
+    names = [f.name for f in fields(source)]
+    medians = [f"{n}_median" for n in names if isinstance(getattr(source, n), LogNormal)]
+    return [n for n in names if n in TUNABLE] + medians
+
+
+def with_params(source: Synthetic, text: str, where: str) -> Synthetic:
+    """`source` with `key=value,...` applied (whole numbers; a `_median` sets that length's
+    median); UsageError naming the bad key otherwise."""
+    if not text:
+        return source
+    known = parameters(source)
+    changes: dict[str, Any] = {}  # field name -> new value, checked above
+    for item in text.split(","):
+        key, _, value = item.partition("=")
+        key = key.strip()
+        if key not in known:
+            raise UsageError(
+                f"{where}: unknown parameter {key!r} ({source.name} takes {', '.join(known)})"
+            )
+        try:
+            number = int(value)
+        except ValueError:
+            raise UsageError(f"{where}: {key} must be a whole number, not {value!r}") from None
+        if number < (0 if key == "system_len" else 1):
+            raise UsageError(f"{where}: {key} must be at least {0 if key == 'system_len' else 1}")
+        if key.endswith("_median"):
+            field_name = key.removesuffix("_median")
+            changes[field_name] = replace(getattr(source, field_name), median=number)
+        else:
+            changes[key] = number
+    return replace(source, **changes)

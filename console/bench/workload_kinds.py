@@ -64,6 +64,9 @@ class LengthDistribution:
     name: str = "chat"
     timed: bool = False
 
+    def validate(self) -> LengthDistribution:
+        return self
+
     def prompts(self, salt: int, start: int, count: int) -> list[Prompt]:
         out = []
         for index in range(start, start + count):

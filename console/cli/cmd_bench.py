@@ -123,7 +123,8 @@ def _workload_flags(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="NAME|FILE",
         help="what to send besides random ids: chat (production-like lengths), shared-prefix,"
-        " multi-turn (a growing shared prefix), a shipped file (chat-prompts, chat-trace,"
+        " multi-turn (a growing shared prefix), each with KIND:key=N,... parameters (e.g."
+        " multi-turn:turns=8,conversations=16); a shipped file (chat-prompts, chat-trace,"
         " mooncake-agent; see workloads/README.md) or a dataset or trace file's path",
     )
     parser.add_argument(

@@ -244,3 +244,23 @@ def test_prefix_cache_off_and_text_blocks():
     cache.insert(first, 1e9)
     longer = text_keys(text + "y" * 640, 320)
     assert longer.tokens(cache.match(longer), 320) == 160
+
+
+def test_builtin_kinds_take_parameters():
+    source = resolve("multi-turn:turns=8,conversations=16,answer_median=50", Workload()).source
+    assert isinstance(source, MultiTurn)
+    assert (source.turns, source.conversations, source.answer.median) == (8, 16, 50)
+    shared = resolve("shared-prefix:prefix_len=300,groups=2", Workload()).source
+    assert isinstance(shared, SharedPrefix)
+    assert (shared.prefix_len, shared.groups) == (300, 2)
+    chat = resolve("chat:input_median=2000", Workload()).source
+    assert isinstance(chat, LengthDistribution)
+    assert chat.input.median == 2000
+    with pytest.raises(UsageError) as caught:
+        resolve("multi-turn:foo=1", Workload())
+    assert str(caught.value) == (
+        "--workload multi-turn:foo=1: unknown parameter 'foo' (multi-turn takes conversations,"
+        " turns, system_len, message_median, answer_median)"
+    )
+    with pytest.raises(UsageError, match="groups must be a whole number, not 'x'"):
+        resolve("shared-prefix:groups=x", Workload())
