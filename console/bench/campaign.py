@@ -49,6 +49,7 @@ from console.bench.rundir import RunDir, RunWriteError
 from console.bench.runmeta import Attempt
 from console.bench.search_levels import next_level, passed
 from console.bench.slo import met_by
+from console.bench.steady import MIN_STEADY_REQUESTS
 from console.bench.summary import Judging, summarize_run, write_summaries
 from console.bench.tables import fmt
 from console.bench.workload import Workload
@@ -619,13 +620,22 @@ class CampaignRunner:
         slo = self._slo(cell)
         judge = None
         if slo is not None and self.options.search is not None:
-            judge = LevelJudge(level.requests, slo.attainment)
+            judge = self._judge(level, slo)
+        first_finish: list[float] = []  # when the first request finished: the window opens
 
         def judge_result(result: RequestResult) -> None:
             """Stop the level once it cannot meet the SLO any more (a search's levels)."""
             if judge is None or slo is None or level_stop.is_set():
                 return
-            if judge.add(met_by(slo, result)):
+            if result.error is None and result.e2e_s is not None:
+                finish = result.send_wall + result.e2e_s / target.time_scale
+                first_finish[:] = [min([finish, *first_finish])]
+            # Sent after the first completion, finished before the last send: inside the
+            # steady window whatever the rest of the level does (steady.py's bounds).
+            ordinal = judge.met + judge.missed + 1
+            in_window = bool(first_finish) and result.send_wall >= first_finish[0]
+            in_window = in_window and ordinal <= (level.requests or 0) - judge.ramp
+            if judge.add(met_by(slo, result), in_window):
                 level_stop.set()
                 self.on_event(f"{cell.cell_id}: level {level.index + 1} {judge.why(slo.label())}")
 
@@ -732,6 +742,19 @@ class CampaignRunner:
             self.on_event(f"{cell.cell_id}: FAILED: {failure}")
             return None
         return outcome
+
+    def _judge(self, level: LevelSpec, slo: Slo) -> LevelJudge:
+        """The early-stop judge of a search level, judging as the summary will: a closed
+        loop on its steady window unless transients are included."""
+        if self._judging is None:
+            self._judging = Judging.of(self.run.meta().request)
+        closed = level.rate is None and not self._judging.include_transients
+        return LevelJudge(
+            level.requests,
+            slo.attainment,
+            ramp=(level.concurrency or 1) if closed else 0,
+            min_window=MIN_STEADY_REQUESTS,
+        )
 
     def _knee_line(self, cell: CellPlan) -> str:
         """The search's result for the cell, with the loads it measured in order."""

@@ -152,26 +152,43 @@ def clearly_fails(planned: int | None, met: int, missed: int, attainment: float)
 
 @dataclass(slots=True)
 class LevelJudge:
-    """Counts a running level's requests against the SLO and says when it clearly fails."""
+    """Counts a running level's requests against the SLO and says when it clearly fails.
+
+    A closed-loop level is judged on its steady window when it has one (its first `ramp`
+    requests, sent together, and its drain left out), else on every request. The judge
+    stops a level only when it fails either way: every request counted, and the requests
+    certain to be in the window (`in_window`) out of the most the window can hold
+    (`planned - ramp`)."""
 
     planned: int | None
     attainment: float
+    ramp: int = 0
+    """Requests before the steady window (a closed loop's concurrency; 0: every request
+    is judged, open loop or transients included)."""
+    min_window: int = 3
+    """Fewer requests than this (or than `ramp`) in the window: every request is judged."""
     met: int = 0
     missed: int = 0
+    missed_in_window: int = 0
     stopped: bool = False
     """The level was found to fail before its end (it stops; it is done, not interrupted)."""
 
-    def add(self, met: bool) -> bool:
+    def add(self, met: bool, in_window: bool = True) -> bool:
         """Count one finished request; True exactly once, when the level clearly fails
         with requests still to come (after its last one there is nothing to stop)."""
-        if self.stopped:
+        if self.stopped or self.planned is None:
             return False
         if met:
             self.met += 1
         else:
             self.missed += 1
-        left = self.planned is not None and self.met + self.missed < self.planned
-        self.stopped = left and clearly_fails(self.planned, self.met, self.missed, self.attainment)
+            self.missed_in_window += in_window
+        left = self.met + self.missed < self.planned
+        every = clearly_fails(self.planned, self.met, self.missed, self.attainment)
+        window = self.planned - self.ramp
+        steady = self.ramp > 0 and window >= max(self.min_window, self.ramp)
+        in_steady = not steady or clearly_fails(window, 0, self.missed_in_window, self.attainment)
+        self.stopped = left and every and in_steady
         return self.stopped
 
     def why(self, slo_label: str) -> str:

@@ -161,6 +161,22 @@ def test_the_judge_stops_a_level_once_with_requests_left() -> None:
     assert not any(timed.add(False) for _ in range(20))
 
 
+def test_a_closed_loop_is_stopped_only_when_its_steady_window_fails_too() -> None:
+    """Misses of the ramp-up (the first `ramp` requests, sent together) are left out of a
+    steady window: they alone never stop a level that its window could still pass."""
+    judge = LevelJudge(planned=16, attainment=0.75, ramp=4)
+    assert not any(judge.add(False, in_window=False) for _ in range(4))
+    # Every request counted, 5 misses of 16 already fail; the window (12 at most) can still
+    # pass with 3 misses of its own.
+    assert not any(judge.add(False, in_window=True) for _ in range(3))
+    assert judge.add(False, in_window=True) is True
+    assert (judge.missed, judge.missed_in_window) == (8, 4)
+    # A window too small to be steady (fewer than 3 requests, or than the ramp): the level
+    # is judged on every request, as the summary does.
+    short = LevelJudge(planned=6, attainment=0.75, ramp=4)
+    assert [short.add(False, in_window=False) for _ in range(2)] == [False, True]
+
+
 def test_an_early_stopped_level_also_fails_on_what_it_measured() -> None:
     """Whenever the rule stops a level, the share met among the requests it did measure is
     below the attainment too: the verdict does not depend on the requests never sent."""
