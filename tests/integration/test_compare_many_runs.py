@@ -7,9 +7,12 @@ import json
 import shutil
 from pathlib import Path
 
+import jsonschema
 import pytest
 
-FIXTURES = Path(__file__).resolve().parent.parent / "tui" / "fixtures" / "runs"
+REPO = Path(__file__).resolve().parent.parent.parent
+FIXTURES = REPO / "tests" / "tui" / "fixtures" / "runs"
+SCHEMA = json.loads((REPO / "docs" / "compare.schema.json").read_text(encoding="utf-8"))
 BUDGETS = "20261129-185811-qwen-ddtree-budgets"
 RECHECK = "20261129-185848-qwen-b15-recheck"
 SLOWER = "20261129-190000-budgets-slower-b15"
@@ -45,6 +48,7 @@ def test_three_runs_align_by_cell_and_level_and_mark_what_exceeds_noise(cli, run
     result = cli("runs", "compare", BUDGETS, RECHECK, SLOWER, "--out", str(runs), "--json")
     assert result.code == 0, result.err
     doc = json.loads(result.out)
+    jsonschema.validate(doc, SCHEMA)
     assert doc["schema_version"] == 1
     assert [r["label"] for r in doc["runs"]] == ["A", "B", "C"]
     assert doc["noise_rule"]["z"] == 2.0
@@ -85,6 +89,7 @@ def test_three_runs_align_by_cell_and_level_and_mark_what_exceeds_noise(cli, run
 def test_two_runs_keep_their_output_and_identical_runs_differ_by_nothing(cli, runs: Path) -> None:
     two = cli("runs", "compare", BUDGETS, RECHECK, "--out", str(runs), "--json")
     doc = json.loads(two.out)
+    jsonschema.validate(doc, SCHEMA)
     assert doc["run_a"] == BUDGETS
     assert doc["run_b"] == RECHECK
     assert [row["concurrency"] for row in doc["rows"]] == [1, 4, 1, 4]
