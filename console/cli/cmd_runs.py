@@ -141,7 +141,7 @@ def _status_text(row: RunRow) -> str:
         return row.status
     done = f"{live.completed}/{live.total}" if live.total is not None else f"{live.completed}"
     return (
-        f"running: level {live.index + 1} of {live.of}, {done} requests, "
+        f"running: level {live.position()}, {done} requests, "
         f"{eta_text(live.eta_s)}{run_eta_text(progress, live)}"
     )
 
