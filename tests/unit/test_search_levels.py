@@ -63,6 +63,13 @@ def test_a_rate_search_keeps_a_real_cap_only() -> None:
     assert capped.levels[0].concurrency == 16
 
 
+def test_an_uncapped_open_loop_is_not_squeezed_into_a_few_connections() -> None:
+    options = run_options(bench(rates=(2.0, 4.0), requests=8))
+    assert options.pool_size(options.levels) > 100
+    capped = run_options(bench(rates=(2.0,), concurrency=(8,), requests=8))
+    assert capped.pool_size(capped.levels) == 8
+
+
 def test_a_limit_below_the_first_load_is_refused() -> None:
     with pytest.raises(UsageError, match="--find-max-limit 2 is below"):
         run_options(bench(find_max="concurrency", concurrency=(4,), find_max_limit=2))
