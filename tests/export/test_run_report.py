@@ -8,6 +8,7 @@ import re
 import shutil
 import sys
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -315,3 +316,34 @@ def test_html_opens_in_a_headless_browser_when_one_is_installed(report: Path) ->
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("<svg") == 4
     assert "Pareto front" in done.stdout
+
+
+def test_a_crowded_pareto_plot_labels_its_front_and_names_the_cells_in_a_legend(
+    tmp_path: Path,
+) -> None:
+    """Six layouts at four concurrencies: 24 points, too many to label each; the front's
+    are labelled, every cell is in the legend, and tp1 at 64 (cheapest per GPU) leads."""
+    layouts = {"tp1": 1, "tp2": 2, "tp4": 4, "tp8": 8, "dp2": 2, "tp4dp2": 8}
+    cells = []
+    for layout, count in layouts.items():
+        levels = []
+        for index, concurrency in enumerate((1, 4, 16, 64)):
+            tok_s = 30 * concurrency**0.8 * count**0.6
+            itl = Stats(p50=concurrency / tok_s, p99=2 * concurrency / tok_s)
+            levels.append(
+                LevelSummary(
+                    level=index, concurrency=concurrency, requests=10, output_tok_s=tok_s, itl=itl
+                )
+            )
+        cell = CellSummary(cell_id=f"m/{layout}/off", profile="m", layout=layout, variant="off")
+        cells.append(replace(cell, levels=tuple(levels)))
+    summary = RunSummary(run_id="20261202-000000-layouts", run_dir="", cells=tuple(cells))
+    gpus = {f"m/{layout}/off": count for layout, count in layouts.items()}
+    write_report(summary, gpus, tmp_path, ("svg",))
+    drawn = series(tmp_path / "pareto.svg")
+    assert len(drawn["pareto-points"]) == 24
+    words = texts(tmp_path / "pareto.svg").splitlines()
+    assert "tp1 off @64" in words  # on the front: the most tokens per GPU
+    assert "tp1 off @1" not in words  # not on the front: unlabelled
+    for layout in layouts:
+        assert f"{layout} off" in words  # the legend

@@ -25,6 +25,8 @@ PALETTE = (
     "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
 )  # fmt: skip
 FRONT_COLOR = "#d62728"
+LABEL_ALL_UP_TO = 16
+"""A Pareto plot with more points labels only its front's (a legend names the cells)."""
 
 
 def _pyplot_free() -> None:
@@ -112,8 +114,12 @@ def _load_axis(ax: Axes, loads: Sequence[float]) -> None:
 
 
 def draw_pareto(ax: Axes, pareto: Pareto, palette: dict[str, str]) -> None:
-    """Every level as a point, labelled `cell @load`; the front joined and ringed."""
+    """Every level as a point, labelled `cell @load`; the front joined and ringed. With many
+    points only the front's are labelled and a legend gives each cell's colour."""
+    from matplotlib.lines import Line2D
+
     points = pareto.points
+    label_all = len(points) <= LABEL_ALL_UP_TO
     ax.scatter(
         [p.per_gpu for p in points],
         [p.per_user for p in points],
@@ -135,7 +141,8 @@ def draw_pareto(ax: Axes, pareto: Pareto, palette: dict[str, str]) -> None:
         gid="pareto-front",
         zorder=2,
     )
-    for point, offset in zip(points, _label_offsets(points), strict=True):
+    labelled = [p for p in points if label_all or p.on_front]
+    for point, offset in zip(labelled, _label_offsets(labelled), strict=True):
         ax.annotate(
             point.label,
             (point.per_gpu, point.per_user),
@@ -150,7 +157,14 @@ def draw_pareto(ax: Axes, pareto: Pareto, palette: dict[str, str]) -> None:
     ax.set_ylabel("tokens/s per user")
     ax.set_xlim(left=0, right=_headroom(max(p.per_gpu for p in points), 1.3))
     ax.set_ylim(bottom=0, top=_headroom(max(p.per_user for p in points)))
-    ax.legend(fontsize=7, loc="upper right", frameon=False)
+    handles, _ = ax.get_legend_handles_labels()
+    if not label_all:
+        cells = dict.fromkeys(p.cell for p in points)
+        handles += [
+            Line2D([], [], marker="o", linestyle="", color=palette.get(c, PALETTE[0]), label=c)
+            for c in cells
+        ]
+    ax.legend(handles=handles, fontsize=7, loc="upper right", frameon=False)
     note = PER_USER
     if pareto.left_out:
         note += f"; not placed (GPU count unknown): {', '.join(pareto.left_out)}"
