@@ -114,3 +114,26 @@ async def test_c_compares_three_runs_against_the_first_marked(
         assert "TOK/S A / B" not in static_text(app, "#detail-text")
         labels = [str(runs.get_row_at(i)[0]) for i in range(runs.row_count)]
         assert not any(label[:2] in ("A ", "B ", "C ") for label in labels)
+
+
+async def test_a_plot_of_one_level_and_a_pareto_of_one_point_draw() -> None:
+    """The smallest runs: one load level (a single tick), one point (its own front)."""
+    from textual.app import App, ComposeResult
+
+    from console.bench.plotdata import Line, ParetoPoint, Plot
+
+    class One(App[None]):
+        def compose(self) -> ComposeResult:
+            yield RunPlot(id="plot")
+
+    app = One()
+    async with app.run_test(size=(80, 20)) as pilot:
+        plot = app.query_one(RunPlot)
+        plot.show(Plot("throughput", "Output throughput", "concurrency", "tok/s",
+                       (Line("tp1 off", (8.0,), (0.0,)),)))  # fmt: skip
+        await pilot.pause()
+        assert "Output throughput" in plot.plain
+        assert "8" in plot.plain
+        plot.show(Pareto((ParetoPoint("tp1 off", "8", 12.5, 30.0, True),)))
+        await pilot.pause()
+        assert "@8" in plot.plain
