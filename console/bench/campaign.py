@@ -423,11 +423,15 @@ class CampaignRunner:
             self._latest_summary = summarize_run(self.run)
         return self._latest_summary
 
-    def _slo(self, cell: CellPlan) -> Slo | None:
-        """The SLO the cell's levels are judged on: the stored request's, as the summary's."""
+    def _judged(self) -> Judging:
+        """How the summary judges this run's levels (from its stored request)."""
         if self._judging is None:
             self._judging = Judging.of(self.run.meta().request)
-        return self._judging.slo(cell.profile)
+        return self._judging
+
+    def _slo(self, cell: CellPlan) -> Slo | None:
+        """The SLO the cell's levels are judged on: the stored request's, as the summary's."""
+        return self._judged().slo(cell.profile)
 
     def _cell_levels(self, cell: CellPlan) -> list[LevelSummary]:
         return next(
@@ -746,9 +750,7 @@ class CampaignRunner:
     def _judge(self, level: LevelSpec, slo: Slo) -> LevelJudge:
         """The early-stop judge of a search level, judging as the summary will: a closed
         loop on its steady window unless transients are included."""
-        if self._judging is None:
-            self._judging = Judging.of(self.run.meta().request)
-        closed = level.rate is None and not self._judging.include_transients
+        closed = level.rate is None and not self._judged().include_transients
         return LevelJudge(
             level.requests,
             slo.attainment,
