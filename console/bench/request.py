@@ -149,6 +149,11 @@ class BenchRequest:
             raise UsageError("--warmup cannot be negative")
         if self.workload_name is not None and self.dataset is not None:
             raise UsageError("give --workload (or --trace) or --dataset, not both")
+        if self.find_max is not None and named_trace(self.workload_name) is not None:
+            raise UsageError(
+                "--find-max does not apply to a trace: its arrivals are the trace's "
+                "(try --replay-speed)"
+            )
         self.levels()
         self.workload_spec().validate()
         check_analysis(self.slo, self.attainment, self.find_max_limit, "--slo")

@@ -14,6 +14,7 @@ from pydantic import (
     model_validator,
 )
 
+from console.bench.workload_files import named_trace
 from console.core.errors import ProfileError, UsageError
 from console.profiles.loader import describe_error, format_key_path, read_toml_file
 from console.profiles.slo import DEFAULT_ATTAINMENT, parse_slo
@@ -84,6 +85,8 @@ class CampaignSpec(BaseModel):
             raise ValueError("concurrency levels must be at least 1")
         if self.requests is None and self.duration_s is None:
             raise ValueError("give `requests` or `duration_s` per level")
+        if self.find_max is not None and named_trace(self.workload, "workload") is not None:
+            raise ValueError("`find_max` does not apply to a trace `workload` (its arrivals)")
         return self
 
     @field_validator("slo")

@@ -92,3 +92,15 @@ def test_cli_help_names_the_workload_flags(cli):
     assert result.code == 0
     for flag in ("--workload NAME|FILE", "--trace FILE", "--replay-speed X", "--dataset FILE"):
         assert flag in result.out
+
+
+def test_find_max_refuses_a_trace():
+    with pytest.raises(UsageError, match="--find-max does not apply to a trace"):
+        BenchRequest(url=URL, workload_name="chat-trace", find_max="rate", slo="ttft=1s").validate()
+    base = {"name": "c", "profile": "p", "layouts": ["tp1"], "variants": ["off"]}
+    with pytest.raises(ValueError, match="`find_max` does not apply to a trace"):
+        CampaignSpec.model_validate(
+            {**base, "workload": "chat-trace", "find_max": "rate", "slo": "ttft=1s"}
+        )
+    # Other kinds can be searched.
+    BenchRequest(url=URL, workload_name="multi-turn", find_max="rate", slo="ttft=1s").validate()
