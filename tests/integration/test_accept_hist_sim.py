@@ -24,6 +24,7 @@ import pytest
 
 from console.bench.acceptance import mean_accepted
 from console.bench.client import Endpoint, RequestResult, run_request
+from console.bench.results import RunSummary
 from console.bench.workload import Prompt
 from tests.simproc import QWEN, SMALL, SimProcess, running_sim
 
@@ -161,7 +162,7 @@ def test_runs_show_json_carries_each_levels_distribution(b32_sim: SimProcess, cl
     shown = cli("runs", "show", run_id, "--json")
     assert shown.code == 0, shown.err[-2000:]
     summary = json.loads(shown.out)
-    assert summary["schema_version"] == 3
+    assert summary["schema_version"] == RunSummary.SCHEMA_VERSION
     levels = summary["cells"][0]["levels"]
     assert [level["concurrency"] for level in levels] == [1, 4]
     for level in levels:

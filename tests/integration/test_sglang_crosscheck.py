@@ -92,6 +92,9 @@ def _ddconsole_bench(sim: SimProcess, out: Path) -> dict:
         "--output-len", str(OUTPUT_LEN),
         "--warmup", "1",
         "--seed", "1",
+        # bench_serving counts every request, and the truth below is over all of them: the
+        # same population, not the steady window ddconsole counts by default.
+        "--include-transients",
         "--out", str(out),
         "--json",
         timeout=600,
