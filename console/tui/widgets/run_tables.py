@@ -24,12 +24,19 @@ from console.bench.tables import (
     SUMMARY_HEADERS,
     SideBySide,
     best_line,
+    headers,
+    judged,
+    knee_lines,
     latency_headers,
     latency_rows,
     rank_lines,
     scaling_tables,
     several_models,
+    slo_rows,
+    slo_title,
+    slo_view,
     summary_rows,
+    window_line,
 )
 
 # Which columns go first when the pane is too narrow for all (the last listed go first);
@@ -39,6 +46,9 @@ KEEP_ORDER = (
     "CONC",
     "CELL",
     "TOK/S",
+    "GOODPUT",
+    "SLO MET",
+    "PASS",
     "TOK/S A / B",
     "ACCEPT/STEP",
     "ACCEPT A / B",
@@ -123,6 +133,10 @@ def summary_view(summary: RunSummary, width: int) -> RenderableType:
         Text("latency (ms)", style="bold"),
         rows_table(latency_headers(summary), latency_rows(summary), width, essential),
     ]
+    if judged(summary):
+        parts += [Text(""), Text(slo_title(summary), style="bold")]
+        parts.append(rows_table(headers(slo_view(summary)), slo_rows(summary), width, essential))
+        parts += [Text(line) for line in knee_lines(summary)]
     ranks = rank_lines(summary)
     if ranks:
         parts += [Text(""), Text("per DP rank", style="bold")]
@@ -138,6 +152,9 @@ def summary_view(summary: RunSummary, width: int) -> RenderableType:
     if summary.best:
         parts.append(Text(f"best per level: {best_line(summary)}"))
     parts.append(Text(METRIC_NOTE, style="dim"))
+    window = window_line(summary)
+    if window:
+        parts.append(Text(window, style="dim"))
     parts.append(Text(f"files: {summary.run_dir}", style="dim"))
     return Group(*parts)
 
