@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from console.bench.compare import NOISE_RULE, CompareResult, MetricValues
+from console.bench.compare import NOISE_FLOOR, NOISE_RULE, NOISE_Z, CompareResult, MetricValues
 from console.bench.tables import COLUMNS, COMPARE_SHOWN, fmt
 
 BEYOND = "*"
@@ -80,6 +80,16 @@ def noise_line(result: CompareResult) -> str:
     if result.judged or not result.rows:
         return NOISE_RULE
     return f"{NOISE_RULE}; here none could be judged (no per-request data)"
+
+
+def noise_short(result: CompareResult) -> str:
+    """The rule in one line, for a narrow screen (`--json` and the CLI say it in full)."""
+    if not result.judged and result.rows:
+        return "no change could be judged against noise here (no per-request data)"
+    return (
+        f"{BEYOND} beyond run-to-run noise: over {NOISE_Z:g}x the combined standard error "
+        f"and {NOISE_FLOOR:.0%} of A"
+    )
 
 
 def only_lines(result: CompareResult) -> list[str]:

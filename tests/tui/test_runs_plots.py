@@ -137,3 +137,15 @@ async def test_a_plot_of_one_level_and_a_pareto_of_one_point_draw() -> None:
         plot.show(Pareto((ParetoPoint("tp1 off", "8", 12.5, 30.0, True),)))
         await pilot.pause()
         assert "@8" in plot.plain
+
+
+async def test_three_runs_side_by_side_fit_80x24(backend: scene.SceneBackend) -> None:
+    app = ConsoleApp(backend, mode="runs")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("c", "down", "c", "down", "c")
+        await settle(pilot)
+        compared = static_text(app, "#detail-text")
+        assert "TOK/S A / B / C" in compared
+        assert "* beyond run-to-run noise: over 2x the combined standard error" in compared
+        assert all(len(line) <= 78 for line in compared.splitlines())

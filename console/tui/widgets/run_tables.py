@@ -15,6 +15,7 @@ from console.bench.compare_table import (
     compare_cells,
     compare_headers,
     noise_line,
+    noise_short,
     only_lines,
     text,
 )
@@ -168,7 +169,9 @@ def compare_view(result: CompareResult, width: int) -> RenderableType:
     ]
     if result.rows:
         parts.append(_compare_table(result, width))
-        parts.append(Text(noise_line(result), style="dim"))
+        # The rule in full where it fits in two lines, else in one short line.
+        full = noise_line(result)
+        parts.append(Text(full if len(full) <= 2 * width else noise_short(result), style="dim"))
     else:
         parts.append(Text("no cell and level in common", style="yellow"))
     parts += [Text(line, style="dim") for line in only_lines(result)]
