@@ -132,6 +132,14 @@ def test_search_finds_the_knee_of_an_exhaustive_sweep() -> None:
     said = found.stderr + found.stdout
     assert f"searching concurrency from 1 up to {LIMIT} (step 1) for TTFT ≤ 1.1 s at 75%" in said
     assert f"carries {knee['value']:g} concurrent at TTFT ≤ 1.1 s for 75% of requests" in said
+    assert "SLO met by 100% (passes), goodput" in said
+    assert "(fails: stopped early)" in said
+    # `runs show` reports the knee with the loads measured, in the order measured.
+    shown = dd("runs", "show", json.loads(found.stdout)["run_id"], "--demo")
+    assert shown.returncode == 0, shown.stderr
+    tried = ", ".join(f"{load:g}" for load, _ in verdicts)
+    assert f"carries {knee['value']:g} concurrent" in shown.stdout
+    assert tried in shown.stdout
 
 
 def test_resume_continues_a_search_from_its_levels(tmp_path: Path) -> None:
