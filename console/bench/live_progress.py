@@ -16,7 +16,9 @@ from console.bench.stats import percentile
 
 
 class LevelTracker:
-    """Counts one level's finished requests; `progress()` is the level as of now."""
+    """Counts one level's finished requests; `progress()` is the level as of now. `levels`
+    is the cell's level count, 0 in a saturation search (not known ahead: the level then
+    reads `level 3, searching`)."""
 
     def __init__(
         self,
