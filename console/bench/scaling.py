@@ -286,6 +286,11 @@ class BatchingEfficiency:
         )
 
 
+def _cell_name(*parts: str | None) -> str:
+    """`qwen3.6-27b tp1 off`; `the server` for a server given by URL (no profile)."""
+    return " ".join(part for part in parts if part) or "the server"
+
+
 def _verdict(efficiency: float, streams: int) -> Verdict:
     """How much of the linear gain N streams got: 0 for a flat server, 1 for a linear one."""
     flat = 1 / streams
@@ -330,7 +335,7 @@ def batching_efficiencies(cells: Iterable[CellFacts]) -> list[BatchingEfficiency
     found: list[BatchingEfficiency] = []
     for concurrency, measured in sorted(by_top.items()):
         parts = [
-            f"{c.profile} {c.layout} {c.variant} {c.efficiency:.2f}, {c.verdict} "
+            f"{_cell_name(c.profile, c.layout, c.variant)} {c.efficiency:.2f}, {c.verdict} "
             f"({c.tok_s:.0f} tok/s against {c.single_tok_s:.1f} single)"
             for c in measured
         ]

@@ -13,13 +13,9 @@ import io
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from console.bench.acceptance import histogram_rows
 from console.bench.results import CellSummary, LevelSummary, RunSummary
-
-if TYPE_CHECKING:
-    from console.bench.compare import CompareResult
 
 Value = float | int | str | None
 Getter = Callable[[CellSummary, LevelSummary], Value]
@@ -309,7 +305,6 @@ def headers(view: Sequence[str]) -> tuple[str, ...]:
 
 SUMMARY_HEADERS = headers(SUMMARY_VIEW)
 LATENCY_HEADERS = headers(LATENCY_VIEW)
-COMPARE_HEADERS = ("CELL", "CONC", *(header for _, header, _ in COMPARE_SHOWN))
 METRIC_NOTE = (
     "ITL: per request, first token excluded (vLLM's TPOT); TTFT to the first chunk with "
     "a token; acceptance from SGLang's counters before/after each level."
@@ -367,7 +362,7 @@ def best_line(summary: RunSummary) -> str:
     return "; ".join(
         f"{b.load_label}: "
         + (f"{b.profile} " if several and b.profile else "")
-        + f"{b.variant or b.profile} {b.output_tok_s:.1f} tok/s"
+        + f"{b.variant or b.profile or 'the server'} {b.output_tok_s:.1f} tok/s"
         for b in summary.best
     )
 
@@ -597,19 +592,3 @@ def to_markdown(summary: RunSummary) -> str:
             for b in summary.best
         ]
     return "\n".join(lines) + "\n"
-
-
-def compare_rows(result: CompareResult) -> list[list[str]]:
-    rows = []
-    for row in result.rows:
-        cells = [row.cell, str(row.load)]
-        for name, _, spec in COMPARE_SHOWN:
-            column = COLUMNS[name]
-            shown = spec or column.spec
-            pair = row.metric(name)
-            tail = f" ({pair.delta_pct:+.0f}%)" if pair.delta_pct is not None else ""
-            cells.append(
-                f"{fmt(pair.a, shown, column.scale)} / {fmt(pair.b, shown, column.scale)}{tail}"
-            )
-        rows.append(cells)
-    return rows

@@ -33,7 +33,7 @@ MODE_KEYS = (
     ("d", "dashboard", "Dashboard", "servers, live charts, GPUs by NUMA node, sources"),
     ("s", "servers", "Servers", "launch, stop, restart, switch; plans and startup phases"),
     ("b", "bench", "Bench", "benchmark a ready server, run campaigns, follow progress"),
-    ("r", "runs", "Runs", "results on disk: detail, findings, compare two runs"),
+    ("r", "runs", "Runs", "results on disk: detail, findings, plots, compare runs"),
     ("l", "logs", "Logs", "a server's log: follow, search, errors, failure reason"),
     ("t", "topology", "Topology", "GPUs x NUMA nodes x PCIe; intended vs actual binding"),
 )

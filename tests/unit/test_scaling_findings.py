@@ -252,3 +252,15 @@ def test_another_tree_algorithm_is_judged_like_ddtree_and_apart_from_it() -> Non
     ]
     assert f"DFLASH tree budget ({width})s 2 -> 4 -> 8" in scaling.message
     assert finding_from_json(json.loads(json.dumps(scaling.to_json()))) == scaling
+
+
+def test_a_server_given_by_url_is_named_as_the_server() -> None:
+    levels = (
+        LevelFacts(concurrency=1, output_tok_s=25.8, requests=24),
+        LevelFacts(concurrency=8, output_tok_s=31.0, requests=24),
+    )
+    (found,) = batching_efficiencies(
+        [CellFacts(profile=None, layout=None, variant=None, levels=levels)]
+    )
+    assert "None" not in found.message
+    assert "the server 0.15, near-flat" in found.message
