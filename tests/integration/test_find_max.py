@@ -36,6 +36,9 @@ from console.bench.find_max import Search, bracket, next_load
 from console.core.paths import StatePaths
 from tests.conftest import REPO
 
+# Each test launches a demo Kimi server and runs several levels: 20-40 s.
+pytestmark = pytest.mark.slow
+
 SPEED = "5"
 SLO = "ttft=1.1s"
 ATTAINMENT = "0.75"
