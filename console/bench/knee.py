@@ -23,9 +23,10 @@ def level_load(level: LevelSummary) -> tuple[str, float] | None:
     return None
 
 
-def knee_of(levels: Sequence[LevelSummary], slo: Slo) -> Knee | None:
-    """The knee of one cell's levels of one kind of load; None with fewer than two judged
-    loads, or loads of both kinds."""
+def knee_of(levels: Sequence[LevelSummary], slo: Slo, *, searched: bool = False) -> Knee | None:
+    """The knee of one cell's levels of one kind of load; None with loads of both kinds, or
+    fewer than two judged loads (one is enough for a saturation search, which may fail at
+    its first load)."""
     judged: list[tuple[float, bool]] = []
     kinds = set()
     order: list[float] = []
@@ -39,7 +40,7 @@ def knee_of(levels: Sequence[LevelSummary], slo: Slo) -> Knee | None:
             judged.append((load[1], False))
         elif level.slo_pass is not None:
             judged.append((load[1], level.slo_pass))
-    if len(kinds) != 1 or len({value for value, _ in judged}) < 2:
+    if len(kinds) != 1 or len({value for value, _ in judged}) < (1 if searched else 2):
         return None
     failing = sorted(value for value, passed in judged if not passed)
     first_failing = failing[0] if failing else None

@@ -89,6 +89,14 @@ class CampaignSpec(BaseModel):
             raise ValueError("`find_max` does not apply to a trace `workload` (its arrivals)")
         return self
 
+    @field_validator("slo", mode="before")
+    @classmethod
+    def _slo_table(cls, value: object) -> object:
+        """`slo = {ttft = "200ms", itl = "40ms"}` reads as `slo = "ttft=200ms,itl=40ms"`."""
+        if isinstance(value, dict):
+            return ",".join(f"{key}={target}" for key, target in value.items())
+        return value
+
     @field_validator("slo")
     @classmethod
     def _slo_parses(cls, value: str | None) -> str | None:

@@ -190,7 +190,7 @@ def summarize_level(
         window_start_s=window.start_s,
         window_end_s=window.end_s,
         counted_requests=len(ok),
-        **_slo_fields(slo, judged, duration, ok, window.output_tokens),
+        **_slo_fields(slo, judged, duration, ok, window.output_tokens, level.early_stop),
     )
 
 
@@ -200,6 +200,7 @@ def _slo_fields(
     duration: float,
     counted: Sequence[RequestResult],
     window_tokens: float,
+    early_stop: str | None = None,
 ) -> dict[str, Any]:
     """The level's SLO figures; none without an SLO or a measured request. Goodput is the
     throughput's share that good requests generated: their output tokens over all of the
@@ -207,6 +208,10 @@ def _slo_fields(
     request met the SLO."""
     if slo is None or judged is None or not judged.counted:
         return {}
+    passed = judged.passes(slo)
+    if early_stop is not None:
+        # A search stopped it once it could no longer reach the attainment.
+        passed = False
     by_metric = judged.met_by_metric
     counted_tokens = sum(int(r.output_tokens or 0) for r in counted)
     goodput = (
@@ -218,7 +223,7 @@ def _slo_fields(
         "slo_met": judged.met,
         "slo_counted": judged.counted,
         "slo_attainment": judged.attainment,
-        "slo_pass": judged.passes(slo),
+        "slo_pass": passed,
         "slo_ttft_attainment": by_metric.get("ttft"),
         "slo_itl_attainment": by_metric.get("itl"),
         "slo_e2e_attainment": by_metric.get("e2e"),
@@ -267,6 +272,8 @@ class Judging:
     slos: Mapping[str, Slo | None]
     default: Slo | None
     include_transients: bool = False
+    searched: bool = False
+    """The run searched for each cell's highest load meeting the SLO (`--find-max`)."""
 
     def slo(self, profile: str | None) -> Slo | None:
         return self.slos.get(profile or "", self.default)
@@ -282,10 +289,20 @@ class Judging:
             request = None
         try:
             if isinstance(request, BenchRequest):
-                return cls({}, request.slo_target(), request.include_transients)
+                return cls(
+                    {},
+                    request.slo_target(),
+                    request.include_transients,
+                    request.find_max is not None,
+                )
             if isinstance(request, CampaignRequest):
                 slos = {p: request.slo_target(p) for p in request.profile_slos}
-                return cls(slos, request.slo_target(None), request.spec.include_transients)
+                return cls(
+                    slos,
+                    request.slo_target(None),
+                    request.spec.include_transients,
+                    request.spec.find_max is not None,
+                )
         except ConsoleError:
             pass  # targets this ddconsole does not read: the levels are shown unjudged
         return cls({}, None)
@@ -340,7 +357,7 @@ def summarize_run(run: RunDir) -> RunSummary:
                 reason=cell.reason,
                 levels=levels,
                 slo=None if slo is None else slo.describe(),
-                knee=None if slo is None else knee_of(levels, slo),
+                knee=None if slo is None else knee_of(levels, slo, searched=judging.searched),
             )
         )
     cells = _with_speedups(cells_out)

@@ -80,6 +80,8 @@ def _requests(_: CellSummary, level: LevelSummary) -> str:
 def _passed(_: CellSummary, level: LevelSummary) -> str | None:
     if level.slo_pass is None:
         return None
+    if level.early_stop:
+        return "FAIL (stopped early)"
     return "pass" if level.slo_pass else "FAIL"
 
 

@@ -142,3 +142,33 @@ def test_a_campaign_and_a_profile_refuse_a_bad_slo_naming_the_key() -> None:
     with pytest.raises(ValueError, match="not a target like"):
         BenchDefaults(slo="ttft")
     assert BenchDefaults(slo="ttft=2s").slo == "ttft=2s"
+
+
+def test_a_search_that_fails_at_its_first_load_still_has_a_knee() -> None:
+    slo = parse_slo("ttft=200ms")
+    assert knee_of([_judged(4, False)], slo) is None
+    knee = knee_of([_judged(4, False)], slo, searched=True)
+    assert knee is not None
+    assert knee.value is None
+    assert knee.first_failing == 4
+
+
+def test_a_level_a_search_stopped_early_fails_whatever_its_window_says() -> None:
+    requests = [req(0.1, 0.02, 2.0) for _ in range(4)]
+    record = LevelRecord(
+        cell="c", level=0, concurrency=2, started_wall=0.0, wall_s=10.0,
+        early_stop="stopped early: 3 of 16 requests missed TTFT ≤ 200 ms",
+    )  # fmt: skip
+    level = summarize_level(record, requests, AR, [], slo=parse_slo("ttft=200ms"))
+    assert level.slo_attainment == 1.0
+    assert level.slo_pass is False
+    assert level.early_stop is not None
+
+
+def test_a_campaign_writes_its_slo_as_a_table_too() -> None:
+    spec = CampaignSpec(
+        name="x", profile="p", layouts=["a"], variants=["b"], slo={"ttft": "200ms", "itl": 40}
+    )
+    assert spec.slo == "ttft=200ms,itl=40"
+    target = parse_slo(spec.slo)
+    assert (target.ttft_s, target.itl_s) == (0.2, 0.04)
