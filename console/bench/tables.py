@@ -464,7 +464,13 @@ def window_line(summary: RunSummary) -> str:
     counted = sum(lv.counted_requests or 0 for lv in levels)
     finished = sum(lv.requests for lv in levels)
     if not steady:
+        notes = {lv.window_note or "" for lv in levels}
         why = levels[0].window_note or "every request"
+        if len(notes) > 1 and all(note.startswith("too short") for note in notes):
+            why = (
+                "no level was long enough for a steady state (one needs more than "
+                "2 x its concurrency + 3 requests)"
+            )
         return f"Statistics count every request ({finished}): {why}."
     return (
         f"Statistics count each closed-loop level's steady window, from its first completion "

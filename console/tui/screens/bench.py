@@ -74,8 +74,8 @@ class BenchScreen(FindScreen):
     BenchScreen #active { width: 1fr; }
     BenchScreen #recent { height: 1fr; min-height: 4; }
     BenchScreen #load { height: 3; }
-    BenchScreen #load Input { width: 1fr; }
-    BenchScreen #load Input.slo { width: 2fr; }
+    BenchScreen #load Input { width: 1fr; min-width: 10; }
+    BenchScreen #load Input#slo { width: 2fr; min-width: 14; }
     BenchScreen #load Label { padding: 1 0 0 1; }
     BenchScreen #levels { height: 3fr; border-top: solid $primary-darken-2; padding: 0 1; }
     BenchScreen .section { text-style: bold; padding: 0 1; }
@@ -117,7 +117,7 @@ class BenchScreen(FindScreen):
                 yield FilterBar(target="recent", placeholder="filter runs")
         load = DEMO_LOAD_DEFAULTS if self.backend.demo else LOAD_DEFAULTS
         with Horizontal(id="load"):
-            yield Label("concurrency")
+            yield Label("conc")
             yield Input(load["concurrency"], id="concurrency")
             yield Label("requests")
             yield Input(load["requests"], id="requests")
