@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import statistics
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -232,3 +233,33 @@ def test_cache_report_and_disabled_radix_cache(tmp_path: Path):
         assert "prompt_tokens_details" not in usage  # no --enable-cache-report
         assert _metric(sim, "sglang:cached_tokens_total") == 0
         assert [r["cached_tokens"] for r in sim.stats()["requests"][-2:]] == [0, 0]
+
+
+def test_a_stop_mid_replay_keeps_only_what_was_sent(sim: SimProcess):
+    """Requests whose time has not come are never sent and never recorded; the level ends at
+    once."""
+    rows = tuple(TraceRow(index * 0.5, 32, 4) for index in range(20))
+    workload = Workload(source=TraceReplay(Trace("slow", "jsonl", rows)))
+    spec = LevelSpec(0, None, None, None, None, warmup=0, replay=1.0)
+    kept: list[int] = []
+
+    async def go() -> tuple[LevelOutcome, float]:
+        stop = asyncio.Event()
+        async with make_client(4, timeout_s=60) as client:
+            asyncio.get_running_loop().call_later(1.2, stop.set)
+            began = time.monotonic()
+            outcome = await run_level(
+                client,
+                Target(sim.url, time_scale=1.0),
+                Endpoint.GENERATE,
+                workload,
+                spec,
+                on_result=lambda index, result: kept.append(index),
+                stop=stop,
+            )
+            return outcome, time.monotonic() - began
+
+    outcome, took = asyncio.run(go())
+    assert outcome.interrupted
+    assert sorted(kept) == [0, 1, 2]
+    assert took < 5.0  # not the trace's 9.5 s
