@@ -96,6 +96,7 @@ class Engine:
         on_step: Callable[[Engine, float], None] | None = None,
         log_prefixes: Sequence[str] = ("",),
         prefix_cache: bool = True,
+        prefill_graph_tokens: int = 0,
     ) -> None:
         self.rank = rank
         self.log_prefixes = tuple(log_prefixes) or ("",)
@@ -122,6 +123,9 @@ class Engine:
         """Called with each prefill batch before its KV slots are allocated (a fault hook)."""
         self.cache = PrefixCache(enabled=prefix_cache)
         """This rank's radix cache (off with `--disable-radix-cache`)."""
+        self.prefill_graph_tokens = prefill_graph_tokens
+        """The largest prefill batch a captured CUDA graph runs (0: no prefill graph)."""
+        self._last_prefill_log: float | None = None
 
     # -- interface ---------------------------------------------------------------------------
 
@@ -205,15 +209,24 @@ class Engine:
         self.busy_sim_s += duration
         self.tokens_in_steps += tokens
         now = self.clock.now()
+        # Input throughput is the batch's computed tokens over the time since the last
+        # prefill log (sglang 0.5.23 srt/managers/scheduler_components/metrics_reporter.py
+        # :734-744); the line's fields in its order (:753-786).
+        gap = now - (self._last_prefill_log if self._last_prefill_log is not None else start)
+        self._last_prefill_log = now
         self._log(
             "Prefill batch, #new-seq: %d, #new-token: %d, #cached-token: %d, token usage: "
-            "%.2f, #running-req: %d, #queue-req: %d",
+            "%.2f, #running-req: %d, #queue-req: %d, #pending-token: %d, cuda graph: %s, "
+            "input throughput (token/s): %.2f",
             len(batch),
             tokens,
             cached,
             self.used_tokens / max(1, self.max_total_tokens),
             len(self.running),
             len(self.waiting),
+            sum(r.input_len for r in self.waiting),
+            0 < tokens <= self.prefill_graph_tokens,
+            tokens / gap if gap > 0 else 0.0,
         )
         for request in batch:
             if request.aborted:

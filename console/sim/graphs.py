@@ -115,6 +115,14 @@ def prefill_disabled(options: SimOptions) -> bool:
     return prefill_backend(options) == "disabled" or bool(prefill_conflicts(options))
 
 
+def prefill_graph_tokens(options: SimOptions) -> int:
+    """The largest prefill batch (tokens) a captured graph runs; 0 without a prefill graph."""
+    if prefill_disabled(options):
+        return 0
+    sizes = prefill_token_sizes(int(options.get("cuda_graph_max_bs_prefill") or 8192))
+    return max(sizes, default=0)
+
+
 def plan_captures(
     options: SimOptions, *, max_running: int, draft_tokens: int, slow: float
 ) -> list[Capture]:

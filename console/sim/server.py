@@ -493,6 +493,7 @@ class SimServer:
                 max_total_tokens=max_total,
                 log_prefixes=batch_prefixes[rank],
                 prefix_cache=not options.get("disable_radix_cache"),
+                prefill_graph_tokens=graphs.prefill_graph_tokens(options),
             )
             for rank in range(self.dp)
         ]

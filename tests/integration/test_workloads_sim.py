@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import statistics
 import time
 from collections.abc import Iterator
@@ -165,7 +166,17 @@ def test_multi_turn_hits_the_simulated_prefix_cache(sim: SimProcess):
     assert metas
     assert all(m["cached_tokens"] > 0 for m in metas)
     assert metas[0]["cached_tokens_details"] == {"device": metas[0]["cached_tokens"], "host": 0}
-    assert f"#cached-token: {metas[0]['cached_tokens']}" in sim.log()
+    # The prefill line as SGLang 0.5.23 writes it (scheduler_components/metrics_reporter.py
+    # :753-786), the hit in #cached-token.
+    line = re.compile(
+        r"Prefill batch, #new-seq: 1, #new-token: (\d+), #cached-token: (\d+), token usage: "
+        r"\d\.\d\d, #running-req: \d+, #queue-req: \d+, #pending-token: \d+, cuda graph: "
+        r"True, input throughput \(token/s\): \d+\.\d\d$",
+        re.M,
+    )
+    logged = [(int(a), int(b)) for a, b in line.findall(sim.log())]
+    hit = metas[0]["cached_tokens"]
+    assert (later.input_len - hit, hit) in logged
     # /flush_cache empties the tree: the same prompt then hits nothing.
     assert httpx.post(f"{sim.url}/flush_cache", timeout=30).status_code == 200
     assert all(
