@@ -97,7 +97,9 @@ class TraceReplay:
                 for block in row.hash_ids:
                     ids = blocks.get(block)
                     if ids is None:
-                        ids = keyed_ids(self.vocab_size, MOONCAKE_BLOCK, "block", self.seed, salt, block)
+                        ids = keyed_ids(
+                            self.vocab_size, MOONCAKE_BLOCK, "block", self.seed, salt, block
+                        )
                         blocks[block] = ids
                     parts.append(ids)
                 shared: tuple[int, ...] = tuple(chain.from_iterable(parts))[: row.input_len]
@@ -111,7 +113,9 @@ class TraceReplay:
             else:
                 shared = ()
             rest = row.input_len - len(shared)
-            own = keyed_ids(self.vocab_size, rest, "row", self.seed, salt, index) if rest > 0 else ()
+            own = (
+                keyed_ids(self.vocab_size, rest, "row", self.seed, salt, index) if rest > 0 else ()
+            )
             out.append(Prompt(shared + own, None, row.input_len, row.output_len, row.at_s))
         return out
 
