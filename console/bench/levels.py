@@ -246,7 +246,7 @@ async def run_level(
             send, prompts, target.time_scale * speed, deadline, stop, keep
         )
     elif spec.rate is not None:
-        await _open_loop(send, prompts, spec, deadline, stop, keep)
+        await _open_loop(send, prompts, spec, deadline, stop, keep, target.time_scale)
     else:
         await _closed_loop(send, prompts, spec.concurrency or 1, deadline, stop, keep)
     wall = time.perf_counter() - start
@@ -476,8 +476,9 @@ async def _open_loop(
     deadline: float | None,
     stop: asyncio.Event,
     keep: Callable[[int, RequestResult], None],
+    time_scale: float = 1.0,
 ) -> None:
-    """Poisson arrivals at `spec.rate` per second (capped in flight by `concurrency`)."""
+    """Poisson arrivals at `spec.rate` per server second (capped in flight by `concurrency`)."""
     rng = random.Random(f"arrivals:{spec.index}")
     limit = asyncio.Semaphore(spec.concurrency) if spec.concurrency else None
     tasks: set[asyncio.Task[None]] = set()
@@ -501,7 +502,9 @@ async def _open_loop(
         item = prompts.next()
         if item is None:
             break
-        next_send += rng.expovariate(rate) if math.isfinite(rate) else 0.0
+        # The rate is per server second, as every figure of the level is (a simulator may
+        # run faster than life): the real gap is the drawn one over the time scale.
+        next_send += rng.expovariate(rate) / time_scale if math.isfinite(rate) else 0.0
         if deadline is not None and next_send >= deadline:
             break
         delay = next_send - time.perf_counter()

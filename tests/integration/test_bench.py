@@ -323,6 +323,11 @@ def test_open_loop_rate_and_http_errors_recorded(tmp_path: Path):
         for line in (Path(summary["run_dir"]) / "requests.jsonl").read_text().splitlines()
     ]
     assert sum(1 for r in rows if r["error"]) == level["errors"]
+    # The rate is per server second: at 10x, 20/s is 200 sends a real second. Over 29 gaps a
+    # Poisson rate is within about 40% of its mean; per real second it would read 2/s.
+    sends = sorted(r["send_wall"] for r in rows)
+    server_rate = (len(sends) - 1) / ((sends[-1] - sends[0]) * summary["time_scale"])
+    assert 10 < server_rate < 40, server_rate
 
 
 def _crashy_profile(user_profiles: Path) -> None:
