@@ -479,6 +479,32 @@ def window_line(summary: RunSummary) -> str:
     )
 
 
+def workload_line(summary: RunSummary) -> str:
+    """What the run sent: `workload multi-turn`, `prompts from FILE`, or `random ids, 512 in
+    / 256 out`, and its endpoint when not the native one; empty for a run that does not say
+    (an imported one)."""
+    record = summary.workload or {}
+    if not record:
+        return ""
+    name, dataset = record.get("workload"), record.get("dataset")
+    if name:
+        text = f"workload {name}"
+        speed = record.get("replay_speed")
+        if isinstance(speed, int | float) and speed != 1:
+            text += f" at {speed:g}x"
+    elif dataset:
+        text = f"prompts from {dataset}, up to {record.get('output_len')} out"
+    else:
+        text = f"random ids, {record.get('input_len')} in / {record.get('output_len')} out"
+        ratio = record.get("range_ratio")
+        if isinstance(ratio, int | float) and ratio < 1:
+            text += f" (lengths from {ratio:g}x)"
+    endpoint = record.get("endpoint")
+    if endpoint and endpoint != "generate":
+        text += f"; endpoint {endpoint}"
+    return f"Sent: {text}."
+
+
 def to_csv(summary: RunSummary) -> str:
     out = io.StringIO()
     writer = csv.writer(out)
@@ -554,6 +580,9 @@ def to_markdown(summary: RunSummary) -> str:
         f"{summary.driver or '?'}"
         + (f"; simulator time x{summary.time_scale:g}" if summary.time_scale != 1 else "")
     )
+    sent = workload_line(summary)
+    if sent:
+        lines += ["", sent]
     lines += [
         "",
         "| " + " | ".join(SUMMARY_HEADERS) + " |",

@@ -27,11 +27,15 @@ def print_summary(summary: RunSummary) -> None:
         slo_view,
         summary_rows,
         window_line,
+        workload_line,
     )
 
     scale = summary.time_scale
     note = f"  (simulator time x{scale:g})" if scale != 1 else ""
     print(f"run {summary.run_id}: {summary.name} [{summary.status}]{note}")
+    sent = workload_line(summary)
+    if sent:
+        print(sent)
     print(table(list(SUMMARY_HEADERS), summary_rows(summary)))
     print(METRIC_NOTE)
     window = window_line(summary)

@@ -38,6 +38,7 @@ from console.bench.tables import (
     slo_view,
     summary_rows,
     window_line,
+    workload_line,
 )
 
 # Which columns go first when the pane is too narrow for all (the last listed go first);
@@ -125,6 +126,9 @@ def summary_view(summary: RunSummary, width: int) -> RenderableType:
     )
     if scale != 1:
         head.append(f"  simulator time x{scale:g}", style="dim")
+    sent = workload_line(summary)
+    if sent:
+        head.append(f"\n{sent}", style="dim")
     # Cells of several models: the profile tells their rows apart, so it stays.
     essential = ("PROFILE",) if several_models(summary) else ()
     parts: list[RenderableType] = [
