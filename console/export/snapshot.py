@@ -14,7 +14,17 @@ from typing import Any
 
 from console import __version__
 from console.bench.results import RunSummary
-from console.bench.tables import ACCEPTANCE_NOTE, acceptance_lines, scaling_tables
+from console.bench.tables import (
+    ACCEPTANCE_NOTE,
+    acceptance_lines,
+    headers,
+    judged,
+    knee_lines,
+    scaling_tables,
+    slo_rows,
+    slo_title,
+    slo_view,
+)
 from console.core.redact import redact_json, secret_values
 from console.telemetry.keys import SourceId
 from console.telemetry.reading import latency_pair, latency_scope, store_reading
@@ -236,6 +246,12 @@ def to_markdown(
         lines.append(f"{run.run_id} · {run.name} · {run.status}")
         if run_table:
             lines += ["", run_table.strip()]
+        if judged(run):
+            view = slo_view(run)
+            lines += ["", f"{slo_title(run)}:", ""]
+            lines += ["| " + " | ".join(headers(view)) + " |", "|" + " --- |" * len(view)]
+            lines += ["| " + " | ".join(map(_cell, row)) + " |" for row in slo_rows(run)]
+            lines += [f"- {line}" for line in knee_lines(run)]
         for side in scaling_tables(run):
             lines += ["", f"{side.title}:", ""]
             lines += ["| " + " | ".join(side.headers) + " |", "|" + " --- |" * len(side.headers)]
