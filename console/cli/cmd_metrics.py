@@ -44,6 +44,13 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-managed", action="store_true", help="only the --url servers, not the managed ones"
     )
+    parser.add_argument(
+        "--prometheus",
+        metavar="URL",
+        help="read SGLang servers and GPUs (DCGM exporter, nvitop-exporter) through this "
+        "Prometheus server instead of this host: rates over the last --interval seconds "
+        "(at least four scrape intervals); --once answers at once",
+    )
     parser.add_argument("--json", action="store_true")
     parser.set_defaults(handler=_metrics)
 
@@ -59,6 +66,10 @@ def _metrics(args: argparse.Namespace) -> int:
     for url in args.url:
         if not url.startswith(("http://", "https://")):
             raise UsageError(f"--url {url}: give a full URL such as http://127.0.0.1:30000")
+    if args.prometheus is not None:
+        from console.cli.prom_metrics import run_prometheus
+
+        return run_prometheus(args)
     services = Services.create(demo=bool(getattr(args, "demo", False)))
     # --once reads latency buckets once (since each server started); --watch every tick, so
     # its window exists from the second one.
