@@ -29,7 +29,7 @@ from typing import Any, NoReturn
 import uvicorn
 
 from console.hw.simload import SIM_GPU_DIR_ENV, SimProcess
-from console.sim import crashes, graphs
+from console.sim import crashes, graphs, nodes
 from console.sim.argparser import build_parser
 from console.sim.catalog import ModelEntry, lookup
 from console.sim.clock import SimClock
@@ -60,6 +60,7 @@ from console.sim.ranklog import (
     rank_prefixes,
     stats_logging_prefixes,
 )
+from console.sim.rendezvous import DEFAULT_TIMEOUT_S, Gang, RendezvousError, split_addr
 from console.sim.state import SimState, Status
 from console.sim.stats import SimStats
 
@@ -186,7 +187,14 @@ class SimServer:
         served = options.get("served_model_name")
         self.served_name = str(served) if served else model_path
         self.model: ModelEntry = lookup(self.served_name, model_path)
-        self.gpus = visible_gpus(os.environ, self.tp * self.widths.pp * self.dp)
+        self.nnodes = max(1, int(options.get("nnodes") or 1))
+        self.node_rank = int(options.get("node_rank") or 0)
+        # Each node runs its share of the TP ranks (sglang 0.5.23
+        # srt/entrypoints/engine.py:2045-2075, _calculate_rank_ranges).
+        self.local_tp = max(1, self.tp // self.nnodes)
+        self.gang: Gang | None = None
+        self.watcher: asyncio.Task[None] | None = None
+        self.gpus = visible_gpus(os.environ, self.local_tp * self.widths.pp * self.dp)
         folder = os.environ.get(SIM_GPU_DIR_ENV)
         self.publisher = GpuLoadPublisher(
             Path(folder) if folder else None,
@@ -196,14 +204,20 @@ class SimServer:
             self.served_name,
         )
         self.tree = ProcessTree(
-            _ranks(options, self.tp, self.dp, self.gpus),
+            nodes.node_ranks(
+                _ranks(options, self.local_tp, self.dp, self.gpus),
+                self.tp,
+                self.node_rank * self.local_tp,
+            ),
             dp=self.dp,
             orphans=options.fault("orphans") is not None,
         )
         self.state: SimState | None = None
         self.stopping = asyncio.Event()
         self.exit_code = 0
-        self.ranks = RankLog(log, rank_prefixes(self.tp, self.dp, self.widths))
+        start = self.node_rank * self.local_tp
+        prefixes = rank_prefixes(self.tp, self.dp, self.widths)
+        self.ranks = RankLog(log, prefixes[start : start + self.local_tp] or prefixes)
         self.serving = False
         """True once SGLang's serving-phase SIGQUIT handler would be installed: at the first
         generate request, the warmup's."""
@@ -271,6 +285,9 @@ class SimServer:
             log.warning("Pipeline parallelism is incompatible with overlap schedule.")
         for warning in graphs.prefill_conflicts(options):
             log.warning(warning)
+        problem = nodes.check_args(options)
+        if problem is not None:
+            return exit_with_traceback(log, problem, cleanup=self.cleanup)
         algorithm = str(options.get("speculative_algorithm") or "").upper()
         if algorithm == "DFLASH" and not options.get("speculative_draft_model_path"):
             return exit_with_traceback(
@@ -351,6 +368,8 @@ class SimServer:
         init_s = (0.4 + 0.05 * self.tp) * slow
         each(info, "Init parallel begin.")
         await self.clock.sleep(init_s)
+        if self.nnodes > 1:
+            await self.rendezvous()
         if fails and fails.stage == "init":
             self.fail_in_scheduler(fails)
         each(info, f"Init parallel ends. elapsed={init_s:.2f} s")
@@ -412,6 +431,44 @@ class SimServer:
                 ),
             )
         self.pool_bytes_total = pool * self.tp
+
+    async def rendezvous(self) -> None:
+        """Join the other nodes at --dist-init-addr (torch.distributed's store); a failure
+        is the schedulers' exception, as SGLang's init_process_group raises it."""
+        options = self.options
+        try:
+            host, port = split_addr(str(options.get("dist_init_addr") or ""))
+        except RendezvousError as exc:
+            self.fail_with(str(exc))
+        timeout = float(options.get("dist_timeout") or DEFAULT_TIMEOUT_S)
+        if self.node_rank > 0 and options.fault("no-join") is not None:
+            # The `no-join` fault: a node that never reaches the head (a wrong address, a
+            # firewall); it waits in init as a real one would, until killed.
+            await asyncio.Event().wait()
+        try:
+            self.gang = await nodes.rendezvous(
+                host, port, self.node_rank, self.nnodes, timeout, self.tp, self.local_tp
+            )
+        except RendezvousError as exc:
+            self.fail_with(str(exc))
+        self.watcher = asyncio.create_task(self.gang.watch(self.on_peer_lost))
+
+    def fail_with(self, error: str) -> NoReturn:
+        """A scheduler raises `error` in Init parallel: its traceback, then SIGQUIT."""
+        self.ranks.first(logging.ERROR, "\n".join(nodes.init_traceback(error)))
+        die_by_sigquit(log, serving=self.serving, cleanup=self.cleanup)
+
+    def on_peer_lost(self, rank: int, clean: bool) -> None:
+        """A peer's connection ended: after the head's SHUTDOWN this node's schedulers stop
+        and it exits 0; otherwise the next gloo collective fails on every scheduler."""
+        if self.stopping.is_set() and self.node_rank == 0:
+            return  # the head's own shutdown closed the connection
+        if clean:
+            log.info(crashes.kill_process_tree_line(os.getpid(), False))
+            self.stopping.set()
+            return
+        host, port = split_addr(str(self.options.get("dist_init_addr")))
+        self.fail_with(nodes.peer_lost_error(rank, host, port))
 
     async def hold_capture(self) -> None:
         """The `hold-capture:PATH` fault: the target's decode (or verify) graph capture lasts
@@ -716,6 +773,14 @@ class SimServer:
         asyncio.get_running_loop().add_signal_handler(signal.SIGQUIT, self.on_sigquit)
         try:
             await self.load()
+            if self.node_rank > 0:
+                await nodes.serve_follower(
+                    str(self.options.get("host") or "127.0.0.1"),
+                    int(self.options.get("port") or 30000),
+                    self.node_rank,
+                    self.stopping,
+                )
+                return self.exit_code
             state = self.build_state()
             self.state = state
             sock = self.bind()
@@ -770,6 +835,8 @@ class SimServer:
             if reset:
                 tasks.append(asyncio.create_task(self._reset_loop(state, reset.number(5.0))))
             await self.stopping.wait()
+            if self.gang is not None:
+                self.gang.shutdown()
             server.should_exit = True
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(serving, timeout=3)
@@ -777,6 +844,10 @@ class SimServer:
                 task.cancel()
             return self.exit_code
         finally:
+            if self.watcher is not None:
+                self.watcher.cancel()
+            if self.gang is not None:
+                self.gang.close()
             self.kill_children()
             self.publisher.withdraw()
 
