@@ -198,3 +198,16 @@ def sglang_python() -> str:
     if completed.returncode != 0:
         pytest.fail(f"building the sglang venv failed:\n{completed.stderr[-3000:]}")
     return completed.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="session")
+def prometheus_binary() -> str:
+    """A `prometheus` server binary (scripts/prometheus-setup: on PATH, or Debian's package
+    installed as root); the test is skipped with the reason where none can be had, or when
+    DDCONSOLE_SKIP_PROMETHEUS=1."""
+    from tests.promproc import prometheus_binary as find
+
+    found, reason = find()
+    if found is None:
+        pytest.skip(reason)
+    return found
