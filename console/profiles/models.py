@@ -124,12 +124,25 @@ class NumaPolicy(StrEnum):
     OFF = "off"
 
 
+NODE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+"""A node of a multi-node layout: `local` or a host's name (the hosts file names them)."""
+LOCAL_NODE = "local"
+
+
 class Layout(Strict):
     tp: int = Field(ge=1, le=64)
     dp: int = Field(default=1, ge=1, le=64)
     gpus: tuple[Annotated[int, Field(ge=0)], ...] = Field(min_length=1)
+    """The GPUs on each node."""
+    nodes: tuple[Annotated[str, Field(pattern=NODE_PATTERN)], ...] = ()
+    """Several nodes: one SGLang process per node, node rank = position, the first the head
+    (`--nnodes`, `--node-rank`, `--dist-init-addr`). Empty: one node, this host."""
     numa: NumaPolicy = NumaPolicy.PIN
     description: str = ""
+
+    @property
+    def nnodes(self) -> int:
+        return max(1, len(self.nodes))
 
     @model_validator(mode="after")
     def _consistent(self) -> Layout:
@@ -138,10 +151,25 @@ class Layout(Strict):
             if gpu in seen:
                 raise ValueError(f"GPU {gpu} is listed twice in gpus")
             seen.add(gpu)
-        if self.tp * self.dp != len(self.gpus):
+        if len(self.nodes) == 1:
+            raise ValueError("nodes lists one node: leave it out, or list every node")
+        if self.nodes:
+            # sglang 0.5.23 srt/arg_groups/validation_hook.py:179-181, 199-202
+            if self.dp > 1:
+                raise ValueError(
+                    "dp > 1 across nodes: SGLang 0.5.23 does not support multi-node "
+                    "data-parallel replicas"
+                )
+            if self.tp % len(self.nodes):
+                raise ValueError(
+                    f"tp ({self.tp}) must be divisible by the number of nodes ({len(self.nodes)})"
+                )
+        if self.tp * self.dp != len(self.gpus) * self.nnodes:
+            per_node = " on each node" if self.nodes else ""
             raise ValueError(
                 f"tp ({self.tp}) x dp ({self.dp}) = {self.tp * self.dp} GPUs, "
-                f"but gpus lists {len(self.gpus)}"
+                f"but gpus lists {len(self.gpus)}{per_node}"
+                + (f" x {self.nnodes} nodes" if self.nodes else "")
             )
         return self
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from urllib.parse import urlsplit
 
 from console.core.errors import ConsoleError, StateError, UsageError
-from console.core.net import port_is_free
+from console.core.net import free_port, port_is_free
 from console.core.paths import StatePaths
 from console.hw.backend import GpuBackend, GpuDeviceError, GpuUnavailable
 from console.hw.discover import Membership, member_processes
@@ -31,12 +31,15 @@ from console.hw.procs import (
     wall_to_ticks,
 )
 from console.hw.simload import SIM_GPU_DIR_ENV
+from console.profiles.models import LOCAL_NODE
+from console.server.gang import node_id as gang_node_id
 from console.server.lock import launch_lock
 from console.server.milestones import LogFollower, milestone
 from console.server.preflight import PreflightResult, preflight
 from console.server.records import Records, ServerRecord, SpawnInfo
 from console.server.status import Probe, ServerState, ServerStatus, derive
-from console.topology.placement import Plan
+from console.topology.nodes import node_plans
+from console.topology.placement import Plan, next_free_port
 
 MARKER_ENV = "DDCONSOLE_SERVER"
 SPT_NOENV = "SPT_NOENV"
@@ -51,6 +54,9 @@ EXIT_SLACK_S = 1.0
 """Allowance for the wall clock (and its conversion to boot ticks) when a session member's
 start is compared with its leader's recorded exit: a member started before the leader died."""
 POLL_S = 0.1
+NODE_GRACE_S = 10.0
+"""The grace of a gang's non-head node, stopped after its head: it only logs SIGTERM and
+ends when the head's shutdown reaches it (sglang 0.5.23 srt/entrypoints/engine.py:1262-1273)."""
 
 
 def _unwritable(root: object, exc: OSError) -> StateError:
@@ -103,8 +109,17 @@ def _ignore(elapsed: float, text: str) -> None:
     return None
 
 
-def probe_ready(url: str, timeout: float) -> Probe:
-    """GET `url`/ready on a fresh connection. The standard library's client: the watcher
+def _prefixed(on_event: Event, name: str) -> Event:
+    """`on_event` with each text prefixed by a node's id."""
+
+    def event(elapsed: float, text: str) -> None:
+        on_event(elapsed, f"{name}: {text}")
+
+    return event
+
+
+def probe_ready(url: str, timeout: float, path: str = "/ready") -> Probe:
+    """GET `url``path` (/ready) on a fresh connection. The standard library's client: the watcher
     probes every live server every second, and httpx costs three times the CPU per probe."""
     parts = urlsplit(url)
     connection = http.client.HTTPConnection(
@@ -125,7 +140,7 @@ def probe_ready(url: str, timeout: float) -> Probe:
     timer.daemon = True
     timer.start()
     try:
-        connection.request("GET", parts.path.rstrip("/") + "/ready")
+        connection.request("GET", parts.path.rstrip("/") + path)
         status = connection.getresponse().status
     except TimeoutError:
         return Probe.TIMEOUT
@@ -179,7 +194,10 @@ class ServerManager:
         return records, problems
 
     def probe(self, record: ServerRecord) -> Probe:
-        return probe_ready(record.url, self.probe_timeout)
+        # A non-head node serves only SGLang's dummy health server (/ping, /health,
+        # /health_generate: sglang 0.5.23 srt/utils/common.py:3624-3648).
+        path = "/health" if record.is_node else "/ready"
+        return probe_ready(record.url, self.probe_timeout, path)
 
     def statuses(
         self, *, probe: bool = True, orphan_scan: bool = True
@@ -323,12 +341,75 @@ class ServerManager:
     def launch(
         self, plan: Plan, *, interpreter: str | None = None, server_id: str | None = None
     ) -> ServerRecord:
-        """Preflight and start `plan` detached; returns once the process exists."""
+        """Preflight and start `plan` detached; returns once the process exists. A
+        multi-node plan starts every node (console.server.gang) and returns the head's record."""
+        if plan.nodes:
+            return self._launch_gang(plan, interpreter, server_id)
+        return self._launch_one(plan, interpreter=interpreter, server_id=server_id)
+
+    def _launch_gang(
+        self, plan: Plan, interpreter: str | None, server_id: str | None
+    ) -> ServerRecord:
+        """Start the head, then each node; a node that cannot start stops those started."""
+        remote = [n for n in plan.nodes if n != LOCAL_NODE]
+        if remote:
+            raise UsageError(
+                f"layout {plan.layout!r}: node {remote[0]!r} is not this host; this ddconsole "
+                "runs only `local` nodes",
+                hint='list the nodes as "local" to run them all on this host',
+            )
+        if not self.demo:
+            raise UsageError(
+                f"layout {plan.layout!r} runs {len(plan.nodes)} nodes on this one host: a real "
+                "SGLang needs a host per node",
+                hint="try it in demo mode (--demo), where the nodes share the simulated GPUs",
+            )
+        head_id = server_id or self._new_id(plan)
+        ids = [gang_node_id(head_id, rank) for rank in range(len(plan.nodes))]
+        taken = {s.record.plan.port for s in self.statuses(probe=False)[0] if not s.state.terminal}
+        host = plan.host if plan.host not in ("0.0.0.0", "::") else "127.0.0.1"
+        ports = [plan.port]
+        for rank in range(1, len(plan.nodes)):
+            port = next_free_port(plan.port + rank, host, taken={*taken, *ports})
+            if port is None:
+                raise UsageError(f"no free port after {plan.port} for node {rank}")
+            ports.append(port)
+        dist_port = free_port(host)
+        started: list[ServerRecord] = []
+        try:
+            for node_plan, node_id in zip(node_plans(plan, dist_port, ports), ids, strict=True):
+                started.append(
+                    self._launch_one(
+                        node_plan, interpreter=interpreter, server_id=node_id, gang=ids
+                    )
+                )
+        except BaseException as exc:
+            reason = f"node {len(started)} did not start ({exc}); the gang was stopped"
+            for record in started:
+                with contextlib.suppress(ConsoleError):
+                    self.stop(record.id, grace=DEFAULT_GRACE_S, reason=reason, gang=False)
+            raise
+        return started[0]
+
+    def _launch_one(
+        self,
+        plan: Plan,
+        *,
+        interpreter: str | None = None,
+        server_id: str | None = None,
+        gang: list[str] | None = None,
+    ) -> ServerRecord:
         plan = plan.with_secrets()  # a plan from a record (restart) holds `***` for secrets
         self.paths.ensure()
         with launch_lock(self.paths.locks / "launch.lock"):
             statuses, _ = self.statuses(probe=False)
-            active = [s for s in statuses if not s.state.terminal and s.id != server_id]
+            # A gang's nodes share this host's GPUs in demo mode: not each other's conflict.
+            mates = set(gang or ())
+            active = [
+                s
+                for s in statuses
+                if not s.state.terminal and s.id != server_id and s.id not in mates
+            ]
             check = preflight(
                 plan,
                 active,
@@ -348,6 +429,7 @@ class ServerManager:
                 launched_wall=time.time(),
                 launched_by_pid=os.getpid(),
                 notes=check.warnings,
+                gang=list(gang or ()),
             )
             argv = plan.launch_argv(self.environ)
             try:
@@ -440,11 +522,16 @@ class ServerManager:
         grace: float = DEFAULT_GRACE_S,
         reason: str = "stopped by the user",
         on_event: Event = _ignore,
+        gang: bool = True,
     ) -> StopReport:
-        """SIGTERM the leader, wait `grace`, SIGKILL everything of its session, verify."""
+        """SIGTERM the leader, wait `grace`, SIGKILL everything of its session, verify. A
+        node of a gang stops the whole gang (`gang=False`: this node only), head first:
+        its shutdown ends the other nodes, as SGLang's ShutdownReq does."""
+        record = self.records.load(server_id)
+        if gang and record.gang:
+            return self._stop_gang(record, grace=grace, reason=reason, on_event=on_event)
         start = time.monotonic()
         report = StopReport(server_id)
-        record = self.records.load(server_id)
         # The stop request is recorded before the signal when the disk allows it (so the exit
         # reads "stopped", not "killed by SIGTERM"); a full or read-only state dir never
         # keeps the signal from being sent: the write is retried, and reported, after.
@@ -516,6 +603,46 @@ class ServerManager:
                 )
         report.seconds = time.monotonic() - start
         return report
+
+    def _stop_gang(
+        self, record: ServerRecord, *, grace: float, reason: str, on_event: Event
+    ) -> StopReport:
+        """Every node's stop is recorded first, so none of their exits reads as a failure
+        that stops the rest; then each node is stopped, the head first."""
+        nodes: list[ServerRecord] = []
+        for node in record.gang:
+            try:
+                other = record if node == record.id else self.records.load(node)
+            except StateError:
+                continue
+            if other.stop_requested_wall is None:
+                other.stop_requested_wall = time.time()
+                other.stop_reason = reason
+                other.stop_requested_by_pid = os.getpid()
+                self._save_quietly(other)
+            nodes.append(other)
+        reports = []
+        for node_record in nodes:
+            node_grace = grace if node_record.id == record.gang[0] else NODE_GRACE_S
+            reports.append(
+                self.stop(
+                    node_record.id,
+                    grace=node_grace,
+                    reason=reason,
+                    on_event=_prefixed(on_event, node_record.id),
+                    gang=False,
+                )
+            )
+        mine = next((r for r in reports if r.id == record.id), reports[0])
+        for other_report in reports:
+            if other_report is mine:
+                continue
+            mine.notes.append(other_report.summary())
+            mine.killed_pids += other_report.killed_pids
+            mine.escalated = mine.escalated or other_report.escalated
+            if other_report.port_free is False:
+                mine.port_free = False
+        return mine
 
     def _wait_port_free(self, plan: Plan, timeout: float) -> bool:
         deadline = time.monotonic() + timeout

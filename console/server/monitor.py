@@ -167,7 +167,12 @@ class Monitor:
 
     async def _sync_sources_locked(self) -> None:
         assert self.watcher is not None
-        live = {s.id: s for s in self.watcher.current if not s.state.terminal and s.pid is not None}
+        # A gang's non-head nodes serve no API (and no /metrics): the head speaks for them.
+        live = {
+            s.id: s
+            for s in self.watcher.current
+            if not s.state.terminal and s.pid is not None and not s.record.is_node
+        }
         wanted = set(self._url_sources)
         for server_id, status in live.items():
             source = SourceId.server(server_id)

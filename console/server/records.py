@@ -37,6 +37,16 @@ class ServerRecord:
     forgotten: bool = False
     ever_ready: bool = False
     notes: list[str] = field(default_factory=list)
+    gang: list[str] = field(default_factory=list)
+    """A multi-node server's node ids in rank order (the head's first), on every node's
+    record; empty for one node."""
+    gang_failure: str | None = None
+    """Why the gang stopped this node: another node ended (`node 1 exited 137 (SIGKILL)`)."""
+
+    @property
+    def is_node(self) -> bool:
+        """A non-head node of a gang: it serves no API, the head's record speaks for it."""
+        return bool(self.gang) and self.gang[0] != self.id
 
     @property
     def url(self) -> str:
@@ -66,6 +76,8 @@ class ServerRecord:
             forgotten=bool(data.get("forgotten", False)),
             ever_ready=bool(data.get("ever_ready", False)),
             notes=[str(n) for n in data.get("notes", [])],
+            gang=[str(n) for n in data.get("gang", [])],
+            gang_failure=data.get("gang_failure"),
         )
 
 
@@ -138,7 +150,7 @@ class Records:
         try:
             # A copy: callers change records (then save them) and must not share one.
             cached: ServerRecord = self._cached(path, parse)
-            return replace(cached, notes=list(cached.notes))
+            return replace(cached, notes=list(cached.notes), gang=list(cached.gang))
         except FileNotFoundError:
             raise StateError(f"no server {server_id!r}") from None
         except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:

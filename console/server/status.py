@@ -141,6 +141,18 @@ def derive(record: ServerRecord, records: Records, probe: Probe) -> ServerStatus
     exit_info = records.exit(record.id)
     alive = spawn is not None and exit_info is None and is_running(spawn.pid, spawn.start_ticks)
     stop_requested = record.stop_requested_wall is not None
+    if not alive and (spawn is not None or exit_info is not None) and record.gang_failure:
+        stopped_by = Failure("gang", record.gang_failure)
+        return ServerStatus(
+            record,
+            ServerState.FAILED,
+            stopped_by.reason,
+            stopped_by,
+            spawn,
+            exit_info,
+            None,
+            Probe.SKIPPED,
+        )
     if not alive and (spawn is not None or exit_info is not None):
         failure = log_failure(
             record.log_path,

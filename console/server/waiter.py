@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -27,6 +28,8 @@ from console.core.redact import StreamMasker, argv_secrets, secret_values
 from console.hw.procs import process_info
 from console.server.keypipe import KeyPipe, KeyPipeError, hand_over, placeholders
 
+MARKER_ENV = "DDCONSOLE_SERVER"
+"""The variable naming a managed server in its processes (console.server.manager)."""
 CHUNK = 1 << 16
 """Bytes read from the pipe at once: a burst of output costs few system calls."""
 
@@ -99,7 +102,14 @@ def main(argv: list[str]) -> int:
                 # A full or read-only state dir: the server runs on, found by its marker.
                 _write_log(log, f"ddconsole: cannot write {server_id}.spawn.json: {exc}\n".encode())
             assert proc.stdout is not None
-            _pump(proc, proc.stdout.fileno(), log, masker, folder / f"{server_id}.exit.json")
+            _pump(
+                proc,
+                proc.stdout.fileno(),
+                log,
+                masker,
+                folder / f"{server_id}.exit.json",
+                lambda: _after_exit(folder, server_id),
+            )
         finally:
             if keys is not None:
                 keys.close()
@@ -123,7 +133,12 @@ def _hand_over_keys(
 
 
 def _pump(
-    proc: subprocess.Popen[bytes], fd: int, log: BinaryIO, masker: StreamMasker, exit_path: Path
+    proc: subprocess.Popen[bytes],
+    fd: int,
+    log: BinaryIO,
+    masker: StreamMasker,
+    exit_path: Path,
+    after_exit: Callable[[], None] = lambda: None,
 ) -> None:
     """Copy the server's output into the log, masked, as it comes, and record the leader's
     exit the moment it happens (its last lines first). Its children may hold the pipe after
@@ -143,6 +158,7 @@ def _pump(
             # which is what readers classify the log on.
             eof = _drain(fd, log, masker)
             _record_exit(proc, exit_path)
+            after_exit()
             exited = True
             if eof:
                 break
@@ -151,6 +167,7 @@ def _pump(
         os.close(pidfd)
     if not exited:
         _record_exit(proc, exit_path)
+        after_exit()
 
 
 def _copy(fd: int, log: BinaryIO, masker: StreamMasker) -> bool:
@@ -180,6 +197,25 @@ def _write_log(log: BinaryIO, data: bytes) -> None:
         while data:
             written = log.write(data)
             data = data[written:] if written else b""
+    except OSError:
+        pass
+
+
+def _after_exit(folder: Path, server_id: str) -> None:
+    """A node of a multi-node gang: the other nodes go too (console.server.gang), unless
+    this one was stopped on request. Read cheaply: most servers are no gang."""
+    try:
+        record = json.loads((folder / f"{server_id}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if not isinstance(record, dict) or not record.get("gang"):
+        return
+    if record.get("stop_requested_wall") is not None:
+        return
+    from console.server.gang import start_watch
+
+    try:
+        start_watch(folder, server_id, MARKER_ENV)
     except OSError:
         pass
 

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -26,7 +26,7 @@ from starlette.routing import Route
 
 from console.sim import crashes
 from console.sim.proctree import Rank
-from console.sim.rendezvous import Gang, host_rendezvous, join_rendezvous
+from console.sim.rendezvous import DEFAULT_TIMEOUT_S, Gang, host_rendezvous, join_rendezvous
 
 log = logging.getLogger("sglang.sim")
 
@@ -42,6 +42,23 @@ _LOOP_FRAMES = [
     *crashes._AT_LOOP,
     f'  File "{crashes.SGLANG}/srt/utils/common.py", line 2693, in broadcast_pyobj',
 ]
+
+
+DIST_TIMEOUT_ENV = "DDCONSOLE_SIM_DIST_TIMEOUT"
+"""The simulator's own shorter rendezvous timeout (real seconds), for tests and demos that
+cannot wait torch's ten minutes; `--dist-timeout` still wins."""
+
+
+def dist_timeout(flag: object, environ: Mapping[str, str]) -> float:
+    """`--dist-timeout`, else $DDCONSOLE_SIM_DIST_TIMEOUT, else torch's default."""
+    for value in (flag, environ.get(DIST_TIMEOUT_ENV)):
+        try:
+            seconds = float(value) if value not in (None, "") else 0.0  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            seconds = 0.0
+        if seconds > 0:
+            return seconds
+    return float(DEFAULT_TIMEOUT_S)
 
 
 def check_args(options: Any) -> list[str] | None:

@@ -60,7 +60,7 @@ from console.sim.ranklog import (
     rank_prefixes,
     stats_logging_prefixes,
 )
-from console.sim.rendezvous import DEFAULT_TIMEOUT_S, Gang, RendezvousError, split_addr
+from console.sim.rendezvous import Gang, RendezvousError, split_addr
 from console.sim.state import SimState, Status
 from console.sim.stats import SimStats
 
@@ -440,7 +440,7 @@ class SimServer:
             host, port = split_addr(str(options.get("dist_init_addr") or ""))
         except RendezvousError as exc:
             self.fail_with(str(exc))
-        timeout = float(options.get("dist_timeout") or DEFAULT_TIMEOUT_S)
+        timeout = nodes.dist_timeout(options.get("dist_timeout"), os.environ)
         if self.node_rank > 0 and options.fault("no-join") is not None:
             # The `no-join` fault: a node that never reaches the head (a wrong address, a
             # firewall); it waits in init as a real one would, until killed.

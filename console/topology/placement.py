@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from console.core.errors import ConsoleError, PlacementError
-from console.core.net import port_is_free
+from console.core.net import free_port, port_is_free
 from console.core.redact import MASK, redact_argv, redact_env
 from console.core.units import format_index_set
 from console.profiles.command import CommandSpec, build_command
 from console.profiles.loader import load_profile_file
 from console.profiles.models import NumaPolicy
 from console.topology.model import Topology
+from console.topology.nodes import head_address, node_flags
 
 REDACTED = MASK
 """Where a key would be in a plan's argv: the one redaction mark (core.redact) everywhere."""
@@ -79,6 +80,11 @@ class Plan:
     warnings: tuple[PlanWarning, ...] = field(default_factory=tuple)
     admin_api_key_env: str | None = None
     """The variable holding `--admin-api-key` (SGLang then takes only it on /flush_cache)."""
+    nodes: tuple[str, ...] = ()
+    """A multi-node layout's nodes (`local` or host names), head first; empty for one node."""
+    node_rank: int = 0
+    dist_init_addr: str = ""
+    """`HOST:PORT` of the head's rendezvous (`--dist-init-addr`); empty for one node."""
 
     @property
     def shown_env(self) -> dict[str, str]:
@@ -174,6 +180,9 @@ class Plan:
             "requires": self.requires,
             "command_line": self.command_line,
             "warnings": [w.to_json() for w in self.warnings],
+            "nodes": list(self.nodes),
+            "node_rank": self.node_rank,
+            "dist_init_addr": self.dist_init_addr,
         }
 
     @classmethod
@@ -208,6 +217,9 @@ class Plan:
             warnings=tuple(
                 PlanWarning(str(w["code"]), str(w["message"])) for w in data.get("warnings", [])
             ),
+            nodes=tuple(str(n) for n in data.get("nodes", [])),
+            node_rank=int(data.get("node_rank", 0)),
+            dist_init_addr=str(data.get("dist_init_addr", "")),
         )
 
 
@@ -323,6 +335,10 @@ def resolve(
     admin_api_key_env = command.profile.profile.server.admin_api_key_env
     if admin_api_key_env:
         argv += ["--admin-api-key", REDACTED]
+    dist_init_addr = ""
+    if layout.nodes:
+        dist_init_addr = f"{head_address(layout.nodes[0], command.host)}:{free_port()}"
+        argv += node_flags(len(layout.nodes), 0, dist_init_addr)
     profile = command.profile.profile
     return Plan(
         profile=command.profile.name,
@@ -348,4 +364,6 @@ def resolve(
         demo=command.demo,
         requires=command.variant.requires,
         warnings=tuple(warnings),
+        nodes=layout.nodes,
+        dist_init_addr=dist_init_addr,
     )

@@ -1,0 +1,62 @@
+"""A multi-node layout's per-node commands: SGLang's `--nnodes`, `--node-rank` and
+`--dist-init-addr` (sglang 0.5.23 srt/arg_groups/fields/parallel.py:32-44), the same on every
+node but the rank; the head (rank 0) serves the API, the others join it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from console.profiles.models import LOCAL_NODE
+
+if TYPE_CHECKING:
+    from console.topology.placement import Plan
+
+NODE_FLAGS = ("--nnodes", "--node-rank", "--dist-init-addr")
+
+
+def head_address(node: str, host: str) -> str:
+    """The address the other nodes reach the head at: this host's own for `local`, else the
+    host's name (the hosts file resolves it)."""
+    if node == LOCAL_NODE:
+        return "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    return node
+
+
+def node_flags(nnodes: int, node_rank: int, dist_init_addr: str) -> list[str]:
+    return [
+        "--nnodes",
+        str(nnodes),
+        "--node-rank",
+        str(node_rank),
+        "--dist-init-addr",
+        dist_init_addr,
+    ]
+
+
+def _set_flag(argv: Sequence[str], flag: str, value: str) -> tuple[str, ...]:
+    """`argv` with `flag`'s value replaced (the flag appended when absent)."""
+    out = list(argv)
+    for index, token in enumerate(out[:-1]):
+        if token == flag:
+            out[index + 1] = value
+            return tuple(out)
+    return (*out, flag, value)
+
+
+def node_plans(plan: Plan, dist_port: int, ports: Sequence[int]) -> list[Plan]:
+    """One plan per node: node `i` runs with `--node-rank i` on `ports[i]`, every node with
+    the head's address at `dist_port`."""
+    if not plan.nodes:
+        return [plan]
+    if len(ports) != len(plan.nodes):
+        raise ValueError(f"{len(plan.nodes)} nodes but {len(ports)} ports")
+    addr = f"{head_address(plan.nodes[0], plan.host)}:{dist_port}"
+    plans = []
+    for rank, port in enumerate(ports):
+        argv = _set_flag(plan.argv, "--port", str(port))
+        argv = _set_flag(argv, "--node-rank", str(rank))
+        argv = _set_flag(argv, "--dist-init-addr", addr)
+        plans.append(replace(plan, argv=argv, port=port, node_rank=rank, dist_init_addr=addr))
+    return plans
