@@ -149,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
         cmd_campaign,
         cmd_completion,
         cmd_diagnose,
+        cmd_export,
         cmd_metrics,
         cmd_plan,
         cmd_profiles,
@@ -205,6 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmd_campaign.register(verbs, common)
     cmd_runs.register(verbs, common)
     cmd_snapshot.register(verbs, common)
+    cmd_export.register(verbs, common)
     cmd_sim.register(verbs, common)
     cmd_completion.register(verbs, common)
     runner.register(verbs, common)
