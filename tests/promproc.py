@@ -7,7 +7,7 @@ import contextlib
 import os
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,28 +55,31 @@ class PromProcess:
         return body["data"]["result"]
 
 
-def config_text(targets: Sequence[str], job: str = "sglang") -> str:
-    listed = ", ".join(f"'{t}'" for t in targets)
-    return (
+def config_text(jobs: Mapping[str, Sequence[str]]) -> str:
+    """A config scraping each job's `host:port` targets every SCRAPE_S."""
+    text = (
         "global:\n"
         f"  scrape_interval: {SCRAPE_S}s\n"
         f"  scrape_timeout: {SCRAPE_S}s\n"
         f"  evaluation_interval: {SCRAPE_S}s\n"
         "scrape_configs:\n"
-        f"  - job_name: {job}\n"
-        f"    static_configs:\n"
-        f"      - targets: [{listed}]\n"
     )
+    for job, targets in jobs.items():
+        listed = ", ".join(f"'{t}'" for t in targets)
+        text += f"  - job_name: {job}\n    static_configs:\n      - targets: [{listed}]\n"
+    return text
 
 
 @contextlib.contextmanager
 def running_prometheus(
-    binary: str, targets: Sequence[str], tmp_path: Path
+    binary: str, targets: Sequence[str] | Mapping[str, Sequence[str]], tmp_path: Path
 ) -> Iterator[PromProcess]:
+    """Prometheus scraping `targets` (job `sglang`), or each job's targets of a mapping."""
+    jobs = targets if isinstance(targets, Mapping) else {"sglang": targets}
     folder = tmp_path / "prometheus"
     (folder / "data").mkdir(parents=True)
     config = folder / "prometheus.yml"
-    config.write_text(config_text(targets), encoding="utf-8")
+    config.write_text(config_text(jobs), encoding="utf-8")
     port = free_port()
     log_path = folder / "prometheus.log"
     with log_path.open("wb") as log:
