@@ -18,7 +18,10 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         "profile", metavar="PROFILE", help="a profile name (see `ddconsole profiles list`)"
     )
     parser.add_argument(
-        "--layout", "-l", metavar="L", help="layout name (default: the only one, if there is one)"
+        "--layout",
+        "-l",
+        metavar="L",
+        help="layout name (default: the only one, or the only single-node one)",
     )
     parser.add_argument("--variant", "-v", metavar="V", help="variant name (default: off)")
     add_placement_flags(parser)
@@ -71,6 +74,10 @@ def choose_layout_variant(loaded: Any, layout: str | None, variant: str | None) 
 
     layouts = list(loaded.profile.layouts)
     variants = list(loaded.profile.variants)
+    # A multi-node layout is never the implicit one: it starts processes on other nodes.
+    one_node = [name for name, spec in loaded.profile.layouts.items() if not spec.nodes]
+    if layout is None and len(layouts) > 1 and len(one_node) == 1:
+        layout = one_node[0]
     if layout is None:
         if len(layouts) != 1:
             raise UsageError(
@@ -108,7 +115,21 @@ def _plan(args: argparse.Namespace) -> int:
     services = Services.create(demo=bool(getattr(args, "demo", False)))
     plan = make_plan(services, args.profile, args.layout, args.variant, args.port, args.gpus)
     if args.json:
-        print_json(plan.to_json())
+        data = plan.to_json()
+        if plan.nodes:
+            from console.topology.nodes import shown_node_plans
+
+            data["node_commands"] = [
+                {
+                    "node_rank": p.node_rank,
+                    "node": p.nodes[p.node_rank],
+                    "port": p.port,
+                    "argv": p.shown_argv,
+                    "command_line": p.command_line,
+                }
+                for p in shown_node_plans(plan)
+            ]
+        print_json(data)
         return 0
     print_plan(plan)
     return 0
@@ -132,8 +153,20 @@ def print_plan(plan: Any) -> None:
     if plan.requires:
         rows.append(["needs", plan.requires])
     print(table(["", ""], rows).split("\n", 1)[1])
-    print("argv")
-    print("  " + wrap_argv(plan.shown_argv))
+    if plan.nodes:
+        from console.topology.nodes import shown_node_plans
+
+        print(
+            f"nodes  {len(plan.nodes)}: {', '.join(plan.nodes)}; rendezvous at "
+            f"{plan.dist_init_addr} (the port is chosen again at `up`)"
+        )
+        for node_plan in shown_node_plans(plan):
+            role = "head, serves the API" if node_plan.node_rank == 0 else "joins the head"
+            print(f"argv node {node_plan.node_rank} ({plan.nodes[node_plan.node_rank]}, {role})")
+            print("  " + wrap_argv(node_plan.shown_argv))
+    else:
+        print("argv")
+        print("  " + wrap_argv(plan.shown_argv))
     if plan.warnings:
         print("warnings")
         for warning in plan.warnings:

@@ -118,6 +118,12 @@ class ServerStatus:
             "probe": self.probe.value,
             "orphans": list(self.orphans),
             "demo": plan.demo,
+            # A multi-node server: its node ids (head first), this record's rank and the
+            # head's rendezvous address; the head's status is the gang's readiness.
+            "gang": list(self.record.gang),
+            "node_rank": plan.node_rank if self.record.gang else None,
+            "nodes": list(plan.nodes),
+            "dist_init_addr": plan.dist_init_addr or None,
         }
 
 

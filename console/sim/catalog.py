@@ -39,6 +39,8 @@ class ModelEntry:
     compute_fraction: float
     spec: tuple[SpecEntry, ...]
     generic: bool = False
+    internode_step_ms: float = 0.0
+    """What a decode step gains when TP spans nodes; 0: the generic estimate (perf.py)."""
     image_understanding: bool = False
     """A vision-language checkpoint: /model_info's has_image_understanding (unless
     --language-model-only), and SGLang's warmup sends an image."""
@@ -84,6 +86,7 @@ def _entry(key: str, data: dict[str, Any], generic: bool = False) -> ModelEntry:
         compute_fraction=float(data["compute_fraction"]),
         spec=_spec_entries(list(data.get("spec", []))),
         generic=generic,
+        internode_step_ms=float(data.get("internode_step_ms", 0.0)),
         image_understanding=bool(data.get("image_understanding", False)),
     )
 

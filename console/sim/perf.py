@@ -17,6 +17,18 @@ ALLREDUCE_BASE_S = 25e-6
 ALLREDUCE_PER_DOUBLING_S = 8e-6
 NUMA_CROSSING_FACTOR = 1.6
 PREFILL_OVERHEAD_S = 0.008
+INTERNODE_ALLREDUCE_S = 60e-6
+"""One all-reduce between nodes (a 400 Gb/s InfiniBand-class link), for models the catalog
+gives no `internode_step_ms`: two per layer per step. Chosen, not measured."""
+
+
+def internode_s(model: ModelEntry, nnodes: int) -> float:
+    """What a step gains when the TP group spans `nnodes` nodes (0 on one node)."""
+    if nnodes <= 1:
+        return 0.0
+    if model.internode_step_ms > 0:
+        return model.internode_step_ms / 1000.0
+    return 2 * model.layers * INTERNODE_ALLREDUCE_S
 
 
 @dataclass(frozen=True)
@@ -77,8 +89,10 @@ def decoding(
     num_draft_tokens: int | None,
     num_steps: int | None,
     ddtree_budget: int | None,
+    nnodes: int = 1,
 ) -> Decoding:
-    ar_step = scale_to_tp(model, model.ref_step_ms / 1000.0, tp, crosses_numa)
+    between = internode_s(model, nnodes)
+    ar_step = scale_to_tp(model, model.ref_step_ms / 1000.0, tp, crosses_numa) + between
     name = (algorithm or "off").upper()
     if name in ("OFF", "NONE", ""):
         return Decoding("off", 1, 1.0, 1, ar_step, model.batch_alpha, 1)
@@ -99,7 +113,7 @@ def decoding(
         accept = entry.accept
         max_commit = entry.max_commit
         if entry.step_ms is not None:
-            step = scale_to_tp(model, entry.step_ms / 1000.0, tp, crosses_numa)
+            step = scale_to_tp(model, entry.step_ms / 1000.0, tp, crosses_numa) + between
         else:
             step = ar_step * (entry.step_x or 1.0)
     alpha = min(1.0, model.batch_alpha * (1.0 + 0.05 * (width - 1)))

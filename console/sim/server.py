@@ -490,6 +490,7 @@ class SimServer:
             num_draft_tokens=options.get("speculative_num_draft_tokens"),
             num_steps=options.get("speculative_num_steps"),
             ddtree_budget=options.get("speculative_ddtree_budget"),
+            nnodes=self.nnodes,
         )
         max_total = max(4096, int(self.pool_bytes_total / self.model.kv_bytes_per_token))
         given = options.get("max_running_requests")

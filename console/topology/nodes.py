@@ -60,3 +60,16 @@ def node_plans(plan: Plan, dist_port: int, ports: Sequence[int]) -> list[Plan]:
         argv = _set_flag(argv, "--dist-init-addr", addr)
         plans.append(replace(plan, argv=argv, port=port, node_rank=rank, dist_init_addr=addr))
     return plans
+
+
+def shown_node_plans(plan: Plan) -> list[Plan]:
+    """Each node's plan as `ddconsole plan` shows it: the plan's rendezvous port, and on one
+    host the nodes after the head on the next ports (`up` picks free ones at launch)."""
+    if not plan.nodes:
+        return [plan]
+    _, _, port = plan.dist_init_addr.rpartition(":")
+    ports = [
+        plan.port + rank if node == LOCAL_NODE else plan.port
+        for rank, node in enumerate(plan.nodes)
+    ]
+    return node_plans(plan, int(port) if port.isdigit() else 0, ports)

@@ -51,7 +51,7 @@ def test_both_profiles_ship_and_load():
         "mtp",
     }
     assert kimi.profile.model.architecture is Architecture.ATTENTION_MLA_MOE
-    assert set(kimi.profile.layouts) == {"tp8"}
+    assert set(kimi.profile.layouts) == {"tp8", "tp16-2node"}
     assert set(kimi.profile.variants) == {
         "off",
         "eagle3",
