@@ -49,6 +49,32 @@ def failure_reason(rank: int, info: ExitInfo | None) -> str:
     return f"{who} exited {exit_text(info)}; the gang was stopped"
 
 
+def first_to_end(record: ServerRecord, records: Records, ended: ExitInfo | None) -> str | None:
+    """Why a gang's node failed when another node ended on its own before it (the one that
+    ended first is the cause: the others fail after it, on their own or stopped), else None.
+    Read from the nodes' files, so the answer does not depend on who recorded it first."""
+    if not record.gang:
+        return None
+    first: tuple[float, int, ExitInfo] | None = None
+    for rank, peer in enumerate(record.gang):
+        if peer == record.id:
+            continue
+        peer_exit = records.exit(peer)
+        if peer_exit is None or (ended is not None and peer_exit.ended_wall > ended.ended_wall):
+            continue
+        try:
+            peer_record = records.load(peer)
+        except StateError:
+            continue
+        if peer_record.stop_requested_wall is not None and peer_record.gang_failure is None:
+            continue
+        if peer_record.gang_failure is not None:
+            continue
+        if first is None or peer_exit.ended_wall < first[0]:
+            first = (peer_exit.ended_wall, rank, peer_exit)
+    return None if first is None else failure_reason(first[1], first[2])
+
+
 def start_watch(servers_dir: Path, server_id: str, marker_env: str) -> None:
     """From the waiter, once its node ended: hand the rest of the gang to a detached
     process (the waiter stays light and keeps copying the log). It carries no server marker,

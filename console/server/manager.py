@@ -87,6 +87,8 @@ class StopReport:
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     """Problems that did not keep the server from stopping (a state file left unwritten)."""
+    nodes: list[str] = field(default_factory=list)
+    """The other nodes of a multi-node server, one summary each."""
 
     def summary(self) -> str:
         how = "SIGTERM" if self.sent_sigterm else "already exited"
@@ -99,7 +101,8 @@ class StopReport:
             parts.append(
                 "GPU memory released" if self.gpus_released else "GPU memory NOT released yet"
             )
-        return "; ".join(parts) + "".join(f"\n  {note}" for note in self.notes + self.warnings)
+        lines = self.nodes + self.notes + self.warnings
+        return "; ".join(parts) + "".join(f"\n  {line}" for line in lines)
 
 
 Event = Callable[[float, str], None]
@@ -637,7 +640,8 @@ class ServerManager:
         for other_report in reports:
             if other_report is mine:
                 continue
-            mine.notes.append(other_report.summary())
+            mine.nodes.append(other_report.summary())
+            mine.notes += other_report.notes
             mine.killed_pids += other_report.killed_pids
             mine.escalated = mine.escalated or other_report.escalated
             if other_report.port_free is False:

@@ -12,6 +12,7 @@ from console.core.redact import redact_text
 from console.hw.procs import is_running
 from console.server.classify import Failure
 from console.server.diagnose import log_failure
+from console.server.gang import first_to_end
 from console.server.milestones import Phase, milestone
 from console.server.records import ExitInfo, Records, ServerRecord, SpawnInfo
 
@@ -147,8 +148,14 @@ def derive(record: ServerRecord, records: Records, probe: Probe) -> ServerStatus
     exit_info = records.exit(record.id)
     alive = spawn is not None and exit_info is None and is_running(spawn.pid, spawn.start_ticks)
     stop_requested = record.stop_requested_wall is not None
-    if not alive and (spawn is not None or exit_info is not None) and record.gang_failure:
-        stopped_by = Failure("gang", record.gang_failure)
+    caused = (
+        record.gang_failure
+        or (None if stop_requested else first_to_end(record, records, exit_info))
+        if not alive and (spawn is not None or exit_info is not None)
+        else None
+    )
+    if caused:
+        stopped_by = Failure("gang", caused)
         return ServerStatus(
             record,
             ServerState.FAILED,
