@@ -39,6 +39,7 @@ from console.telemetry.samples import (
 )
 from console.telemetry.sglang_source import HISTOGRAMS, WATCHED_GAUGES
 from console.telemetry.source import PollResult
+from console.telemetry.store import TimeSeriesStore
 
 RATE_SCRAPES = 4
 """A rate window spans at least this many scrape intervals."""
@@ -172,7 +173,8 @@ class PrometheusSource:
         self._gpus: set[SourceId] = set()
         self._last_ok: dict[SourceId, float] = {}
 
-    def _window(self, targets: list[Target]) -> float:
+    def rate_window(self, targets: list[Target]) -> float:
+        """The rate window for these targets' scrape intervals (remembered)."""
         intervals = [t.scrape_interval_s for t in targets if t.scrape_interval_s]
         self.scrape_interval_s = max(intervals) if intervals else DEFAULT_SCRAPE_INTERVAL_S
         return max(self.window_s, RATE_SCRAPES * self.scrape_interval_s)
@@ -181,7 +183,7 @@ class PrometheusSource:
         at = time.time()
         try:
             targets = await self.api.targets()
-            window = self._window(targets)
+            window = self.rate_window(targets)
             latency_window = max(LATENCY_WINDOW_S, RATE_SCRAPES * (self.scrape_interval_s or 0))
             queries = [
                 gauges_query(),
@@ -462,3 +464,43 @@ def gpu_sample(reading: GpuReading, index: int, now: float) -> GpuSample:
         throttle_reasons=None,
         numa_node=None,
     )
+
+
+def history_queries(window_s: float) -> dict[str, str]:
+    """The server series a backfill draws, by ServerSample field. `{priority=""}` also
+    matches series without the label: per-priority breakdowns are left out, as the live
+    readings leave them out."""
+    return {
+        "decode_tok_s": rate_query('sglang:realtime_tokens_total{mode="decode"}', window_s),
+        "running": 'sum by (instance) (sglang:num_running_reqs{priority=""})',
+        "queued": 'sum by (instance) (sglang:num_queue_reqs{priority=""})',
+        "accept_length": 'avg by (instance) (sglang:spec_accept_length{priority=""} > 0)',
+    }
+
+
+async def backfill(
+    source: PrometheusSource,
+    store: TimeSeriesStore,
+    *,
+    span_s: float,
+    step_s: float,
+    now_mono: float,
+    now_wall: float | None = None,
+) -> int:
+    """Fill the store's server charts with the last `span_s` of Prometheus' history (query_range,
+    a point every `step_s`), on the store's monotonic clock, before the poller starts writing:
+    the dashboard then opens with history instead of an empty chart. The points written."""
+    wall = time.time() if now_wall is None else now_wall
+    targets = await source.api.targets()
+    written = 0
+    for field, expr in history_queries(source.rate_window(targets)).items():
+        for series in await source.api.query_range(expr, wall - span_s, wall, step_s):
+            instance = series.labels.get("instance")
+            if not instance or not series.points:
+                continue
+            times = [now_mono - (wall - t) for t, _ in series.points]
+            values = [_finite(v) for _, v in series.points]
+            store.extend(SourceId.server(instance).series(field), times, values)
+            written += len(times)
+    store.commit()
+    return written

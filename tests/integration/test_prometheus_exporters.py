@@ -111,7 +111,7 @@ def test_dcgm_and_nvitop_gpus_through_prometheus(cli, prometheus_binary, tmp_pat
 
             reading = _eventually(all_gpus)
             # Two exporter instances: numbered host by host, sorted by instance.
-            by_name = {g["name"]: [] for g in reading["gpus"]}
+            by_name: dict[str, list[dict]] = {g["name"]: [] for g in reading["gpus"]}
             for gpu in reading["gpus"]:
                 by_name[gpu["name"]].append(gpu)
             h200 = sorted(by_name["NVIDIA H200"], key=lambda g: g["index"])

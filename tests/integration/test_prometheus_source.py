@@ -25,8 +25,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from console.telemetry.prom_source import PrometheusSource
+from console.telemetry.keys import SourceId
+from console.telemetry.prom_source import PrometheusSource, backfill
 from console.telemetry.samples import ServerSample
+from console.telemetry.store import TimeSeriesStore
 from tests.conftest import REPO
 from tests.promproc import SCRAPE_S, running_prometheus
 from tests.simproc import SMALL, running_sim, stop_sim
@@ -84,12 +86,15 @@ def _servers(cli, *args: str) -> dict[str, dict]:
     return {server["id"]: server for server in json.loads(result.out)["servers"]}
 
 
-async def _poll(url: str) -> dict[str, ServerSample]:
-    """One poll of the source the CLI runs, for what the JSON does not show (DP ranks)."""
+async def _poll(url: str) -> tuple[dict[str, ServerSample], TimeSeriesStore]:
+    """One poll of the source the CLI runs, for what the JSON does not show (DP ranks), and
+    a store backfilled with the last 20 s of history."""
+    store = TimeSeriesStore(100)
     async with httpx.AsyncClient() as client:
         source = PrometheusSource(url, client, interval_s=WINDOW_S)
         result = await source.poll(time.monotonic())
-    return {s.server_id: s for s in result.samples if isinstance(s, ServerSample)}
+        await backfill(source, store, span_s=20, step_s=1, now_mono=time.monotonic())
+    return {s.server_id: s for s in result.samples if isinstance(s, ServerSample)}, store
 
 
 def _wait(predicate, timeout: float, what: str) -> None:
@@ -133,7 +138,7 @@ def test_prometheus_reading_matches_direct_scrapes(cli, prometheus_binary, tmp_p
                     str(WINDOW_S),
                 )
                 via = _servers(cli, "--prometheus", prom.url, "--interval", str(WINDOW_S))
-                polled = asyncio.run(_poll(prom.url))
+                polled, store = asyncio.run(_poll(prom.url))
             finally:
                 for bench in benches:
                     bench.kill()
@@ -158,6 +163,16 @@ def test_prometheus_reading_matches_direct_scrapes(cli, prometheus_binary, tmp_p
             assert total is not None
             assert sum(r.decode_tok_s or 0 for r in ranks) == pytest.approx(total, rel=0.01)
             assert polled[s].dp_ranks == ()
+            # query_range history lands on the store's clock, one point a step, loaded.
+            for instance in instances:
+                history = store.window(SourceId.server(instance).series("decode_tok_s"))
+                assert len(history.times) >= 10, history
+                assert history.times[-1] <= time.monotonic()
+                assert history.values[-1] is not None
+                assert history.values[-1] > 0.5 * direct[instance]["tok_s"], history
+            accepts = store.window(SourceId.server(s).series("accept_length")).values
+            assert accepts
+            assert accepts[-1] == pytest.approx(direct[s]["accept_length"], rel=0.2)
 
             # A target Prometheus cannot scrape: that server is stale with its lastError.
             stop_sim(dp2)
