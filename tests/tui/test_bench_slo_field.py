@@ -34,7 +34,12 @@ async def _bench_with(slo: str, monkeypatch: pytest.MonkeyPatch) -> tuple[list, 
     backend = Services.create(demo=True).live_backend(recordings=None)
     monkeypatch.setattr(backend, "servers", lambda: [READY])
     started: list[BenchRequest] = []
-    monkeypatch.setattr(backend, "start_bench", lambda r: started.append(r) or "run-1")
+
+    def start_bench(request: BenchRequest) -> str:
+        started.append(request)
+        return "run-1"
+
+    monkeypatch.setattr(backend, "start_bench", start_bench)
     app = ConsoleApp(backend, mode="bench")
     notes: list[str] = []
     async with app.run_test(size=(160, 50)) as pilot:

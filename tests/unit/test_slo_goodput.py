@@ -106,6 +106,7 @@ def test_goodput_falls_with_the_requests_that_miss() -> None:
     level = _level(requests, "ttft=1s")
     assert level.slo_attainment == pytest.approx(0.75)
     assert level.slo_pass is False  # under the default 95%
+    assert level.output_tok_s is not None
     assert level.goodput_tok_s == pytest.approx(level.output_tok_s * 0.75)
     assert level.slo_ttft_attainment == pytest.approx(0.75)
     assert level.slo_itl_attainment is None
