@@ -69,7 +69,7 @@ def gang_processes(dist_init_addr: str) -> list[int]:
     return found
 
 
-def wait_for(check, timeout: float, what: str):  # type: ignore[no-untyped-def]
+def wait_for(check, timeout: float, what: str):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = check()
