@@ -109,6 +109,18 @@ def launch(
         f"{record.id}: pid {pid}, port {plan.port}, GPUs "
         f"{','.join(map(str, plan.gpus))}, log {record.log_path}{demo}"
     )
+    for rank, node_id in enumerate(record.gang[1:], 1):
+        # The other nodes of a multi-node server: each its own process, port and log.
+        node = manager.records.load(node_id)
+        node_spawn = manager.records.spawn(node_id)
+        on_event(
+            f"{node_id}: node {rank} ({plan.nodes[rank]}), pid "
+            f"{node_spawn.pid if node_spawn else '?'}, port {node.plan.port}, "
+            f"log {node.log_path}"
+        )
+    if record.gang:
+        addr = record.plan.dist_init_addr
+        on_event(f"  rendezvous at {addr}; the head's readiness is the server's")
     return record
 
 
@@ -181,6 +193,10 @@ def restart(
     """Stop the server if it runs (StillHeld if its port or GPUs stay taken), relaunch its
     plan under the same id, and wait for it."""
     record = manager.records.load(server_id)
+    if record.gang and record.gang[0] != server_id:
+        # A node of a multi-node server: the gang restarts, under its head's id.
+        server_id = record.gang[0]
+        record = manager.records.load(server_id)
     status = manager.status(server_id, probe=False)
     if not status.state.terminal:
         stop_for_launch(manager, status, reason="restart", grace=grace, on_event=on_event)

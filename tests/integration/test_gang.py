@@ -170,3 +170,20 @@ def test_a_node_that_never_joins_keeps_the_gang_unready_until_the_store_times_ou
     log = Path(head["log_path"]).read_text()
     assert "Init parallel begin." in log
     assert "Init parallel ends." not in log
+
+
+def test_restart_by_a_nodes_id_restarts_the_gang_under_the_heads_id():
+    port = free_port()
+    assert up_gang(port).returncode == 0
+    before = ps()
+    head_id = f"kimi-k2.6-{LAYOUT}-1"
+    result = dd("restart", f"{head_id}.node1", "--grace", "10", "--timeout", "45", timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    after = ps()
+    assert set(after) == set(before)
+    assert {s["state"] for s in after.values()} == {"ready"}
+    # New processes at a new rendezvous: the old ones are gone.
+    assert {s["pid"] for s in after.values()}.isdisjoint({s["pid"] for s in before.values()})
+    assert not gang_processes(before[head_id]["dist_init_addr"])
+    assert dd("down", "--all", "--grace", "10", timeout=90).returncode == 0
+    nothing_left(after)
