@@ -19,6 +19,8 @@ from typing import Protocol
 from console.core.errors import UsageError
 
 DEFAULT_VOCAB = 32000
+MAX_TOKENS = 2_000_000
+"""The longest prompt a workload may make (a trace row's, a built-in kind's parameters)."""
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from console.bench.workload import Workload, load_dataset
+from console.bench.workload import MAX_TOKENS, Workload, load_dataset
 from console.bench.workload_kinds import LengthDistribution, LogNormal, MultiTurn, SharedPrefix
 from console.bench.workload_trace import Trace, TraceReplay, load_trace
 from console.core.errors import UsageError
@@ -70,7 +70,9 @@ def resolve(name: str, base: Workload, label: str = "--workload") -> Workload:
         return base
     if kind in KINDS:
         source = KINDS[kind](vocab_size=vocab, seed=seed)
-        return replace(base, source=with_params(source, params, f"{label} {name}").validate())
+        return replace(
+            base, source=with_params(source, params, f"{label} {name}").validate(f"{label} {name}")
+        )
     path = workload_files().get(name)
     if path is None:
         candidate = Path(name).expanduser()
@@ -181,6 +183,7 @@ def with_params(source: Synthetic, text: str, where: str) -> Synthetic:
         return source
     known = parameters(source)
     changes: dict[str, Any] = {}  # field name -> new value, checked above
+    seen: set[str] = set()
     for item in text.split(","):
         key, _, value = item.partition("=")
         key = key.strip()
@@ -188,15 +191,26 @@ def with_params(source: Synthetic, text: str, where: str) -> Synthetic:
             raise UsageError(
                 f"{where}: unknown parameter {key!r} ({source.name} takes {', '.join(known)})"
             )
+        if key in seen:
+            raise UsageError(f"{where}: {key} is given twice; give each parameter once")
+        seen.add(key)
         try:
             number = int(value)
         except ValueError:
             raise UsageError(f"{where}: {key} must be a whole number, not {value!r}") from None
-        if number < (0 if key == "system_len" else 1):
-            raise UsageError(f"{where}: {key} must be at least {0 if key == 'system_len' else 1}")
         if key.endswith("_median"):
             field_name = key.removesuffix("_median")
-            changes[field_name] = replace(getattr(source, field_name), median=number)
+            length: LogNormal = getattr(source, field_name)
+            # A median above the clamp would only make every draw the clamp.
+            if not length.low <= number <= length.high:
+                raise UsageError(
+                    f"{where}: {key} must be from {length.low} to {length.high} "
+                    f"(the {field_name} length's bounds), not {number}"
+                )
+            changes[field_name] = replace(length, median=number)
         else:
+            low = 0 if key == "system_len" else 1
+            if not low <= number <= MAX_TOKENS:
+                raise UsageError(f"{where}: {key} must be from {low} to {MAX_TOKENS}, not {number}")
             changes[key] = number
     return replace(source, **changes)

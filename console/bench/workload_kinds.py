@@ -15,7 +15,7 @@ import random
 from dataclasses import dataclass
 from itertools import chain
 
-from console.bench.workload import DEFAULT_VOCAB, Prompt, random_ids
+from console.bench.workload import DEFAULT_VOCAB, MAX_TOKENS, Prompt, random_ids
 from console.core.errors import UsageError
 
 
@@ -64,7 +64,7 @@ class LengthDistribution:
     name: str = "chat"
     timed: bool = False
 
-    def validate(self) -> LengthDistribution:
+    def validate(self, where: str = "") -> LengthDistribution:
         return self
 
     def prompts(self, salt: int, start: int, count: int) -> list[Prompt]:
@@ -96,9 +96,18 @@ class SharedPrefix:
     name: str = "shared-prefix"
     timed: bool = False
 
-    def validate(self) -> SharedPrefix:
+    def validate(self, where: str = "") -> SharedPrefix:
+        """Self; UsageError (prefixed by `where`, the flag and value) when a count is out of
+        range: a prompt holds at most `MAX_TOKENS`."""
+        where = where or self.name
         if self.prefix_len < 1 or self.groups < 1:
-            raise UsageError("shared-prefix: prefix_len and groups must be at least 1")
+            raise UsageError(f"{where}: prefix_len and groups must be at least 1")
+        longest = self.prefix_len + self.question.high
+        if longest > MAX_TOKENS:
+            raise UsageError(
+                f"{where}: prefix_len {self.prefix_len} plus the longest question "
+                f"({self.question.high}) is over {MAX_TOKENS} tokens; lower prefix_len"
+            )
         return self
 
     def prompts(self, salt: int, start: int, count: int) -> list[Prompt]:
@@ -152,10 +161,22 @@ class MultiTurn:
     name: str = "multi-turn"
     timed: bool = False
 
-    def validate(self) -> MultiTurn:
+    def validate(self, where: str = "") -> MultiTurn:
+        """Self; UsageError (prefixed by `where`, the flag and value) when a count is out of
+        range: the last turn's prompt, at its longest, holds at most `MAX_TOKENS`."""
+        where = where or self.name
         if self.conversations < 1 or self.turns < 1 or self.system_len < 0:
             raise UsageError(
-                "multi-turn: conversations and turns must be at least 1, system_len at least 0"
+                f"{where}: conversations and turns must be at least 1, system_len at least 0"
+            )
+        longest = (
+            self.system_len + self.turns * self.message.high + (self.turns - 1) * self.answer.high
+        )
+        if longest > MAX_TOKENS:
+            raise UsageError(
+                f"{where}: the last of {self.turns} turns over a {self.system_len}-token system "
+                f"prompt can reach {longest} tokens, over {MAX_TOKENS}; lower turns or "
+                "system_len"
             )
         return self
 

@@ -23,7 +23,7 @@ from functools import cached_property
 from itertools import chain
 from pathlib import Path
 
-from console.bench.workload import DEFAULT_VOCAB, Prompt
+from console.bench.workload import DEFAULT_VOCAB, MAX_TOKENS, Prompt
 from console.bench.workload_kinds import keyed_ids
 from console.core.errors import UsageError
 
@@ -31,7 +31,6 @@ MOONCAKE_BLOCK = 512
 """Tokens per Mooncake hash id."""
 DEFAULT_PREFIX_LEN = 512
 MAX_TRACE_BYTES = 256 * 1024 * 1024
-MAX_TOKENS = 2_000_000
 
 
 @dataclass(frozen=True)

@@ -264,3 +264,47 @@ def test_builtin_kinds_take_parameters():
     )
     with pytest.raises(UsageError, match="groups must be a whole number, not 'x'"):
         resolve("shared-prefix:groups=x", Workload())
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        (
+            "shared-prefix:prefix_len=99999999",
+            "--workload shared-prefix:prefix_len=99999999: prefix_len must be from 1 to 2000000,"
+            " not 99999999",
+        ),
+        (
+            "shared-prefix:prefix_len=1999000",
+            "--workload shared-prefix:prefix_len=1999000: prefix_len 1999000 plus the longest"
+            " question (4096) is over 2000000 tokens; lower prefix_len",
+        ),
+        (
+            "multi-turn:turns=1000",
+            "--workload multi-turn:turns=1000: the last of 1000 turns over a 512-token system"
+            " prompt can reach 4094464 tokens, over 2000000; lower turns or system_len",
+        ),
+        (
+            "chat:input_median=99999",
+            "--workload chat:input_median=99999: input_median must be from 4 to 16384 (the"
+            " input length's bounds), not 99999",
+        ),
+        (
+            "multi-turn:turns=8,turns=9",
+            "--workload multi-turn:turns=8,turns=9: turns is given twice; give each parameter once",
+        ),
+    ],
+)
+def test_builtin_parameters_are_capped_and_given_once(name: str, message: str):
+    with pytest.raises(UsageError) as caught:
+        resolve(name, Workload())
+    assert str(caught.value) == message
+
+
+def test_builtin_parameters_at_their_caps_are_accepted():
+    shared = resolve("shared-prefix:prefix_len=1995904", Workload()).source
+    assert isinstance(shared, SharedPrefix)
+    assert shared.prefix_len == 1995904
+    turns = resolve("multi-turn:turns=488", Workload()).source
+    assert isinstance(turns, MultiTurn)
+    assert turns.turns == 488
