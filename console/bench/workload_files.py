@@ -214,3 +214,17 @@ def with_params(source: Synthetic, text: str, where: str) -> Synthetic:
                 raise UsageError(f"{where}: {key} must be from {low} to {MAX_TOKENS}, not {number}")
             changes[key] = number
     return replace(source, **changes)
+
+
+def check_endpoint(endpoint: str, workload: Workload, label: str = "--endpoint") -> None:
+    """Refuse token-id prompts on the chat endpoint. Its messages are text, so ids would go
+    as their decimal digits: prompts several times longer than the workload says, and no
+    block a trace or shared prefix means is sent as it is. UsageError of one line."""
+    if endpoint != "chat" or (workload.source is None and workload.prompts_from_file):
+        return
+    what = "random token ids" if workload.source is None else f"{workload.source.name} (token ids)"
+    raise UsageError(
+        f"{label} chat sends text, and this workload is {what}: use {label} generate or"
+        " completions (they take ids as they are), or give chat text prompts (a dataset file,"
+        " or the chat-prompts workload)"
+    )

@@ -98,7 +98,11 @@ def _workload_flags(parser: argparse.ArgumentParser) -> None:
         help="draw lengths from [len*R, len]; 1.0 is fixed (default)",
     )
     parser.add_argument(
-        "--endpoint", choices=("generate", "chat", "completions"), default="generate"
+        "--endpoint",
+        choices=("generate", "chat", "completions"),
+        default="generate",
+        help="SGLang API to load: native /generate (default) or the OpenAI ones; chat takes"
+        " text prompts only (--dataset, --workload chat-prompts), the others token ids too",
     )
     parser.add_argument(
         "--warmup",
@@ -165,7 +169,7 @@ def profile_slo(services: Any, profile: str) -> str | None:
 def _bench(args: argparse.Namespace) -> int:
     from console.bench.launch import create_run, detach
     from console.bench.request import BenchRequest, require_slo
-    from console.bench.workload_files import cli_workload
+    from console.bench.workload_files import check_endpoint, cli_workload
     from console.cli import runner
     from console.profiles.slo import DEFAULT_ATTAINMENT
 
@@ -203,7 +207,9 @@ def _bench(args: argparse.Namespace) -> int:
         find_max=args.find_max,
         find_max_limit=args.find_max_limit,
     ).validate()
-    request.workload()  # a bad dataset, workload or trace fails here, before a run folder exists
+    # A bad dataset, workload or trace, or token ids for the chat endpoint, fails here,
+    # before a run folder exists.
+    check_endpoint(request.endpoint, request.workload())
     request, cell = runner.bench_cell(services, request)
     if request.slo is None and cell.profile:
         request = dataclasses.replace(request, slo=profile_slo(services, cell.profile))

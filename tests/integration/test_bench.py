@@ -259,14 +259,19 @@ def test_measurements_match_the_simulators_ground_truth(tmp_path: Path):
 
 
 def test_chat_and_completions_endpoints(tmp_path: Path):
+    # Chat takes text (token ids would go as their digits): a text dataset for it.
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("".join(f'{{"prompt": "question {i} about caches"}}\n' for i in range(6)))
     with running_sim([*SMALL, *EAGLE], tmp_path, speed=10) as sim:
         for endpoint in ("chat", "completions"):
+            text = ["--dataset", str(prompts)] if endpoint == "chat" else []
             result = dd(
                 "bench",
                 "--url",
                 sim.url,
                 "--endpoint",
                 endpoint,
+                *text,
                 "--requests",
                 "6",
                 "--concurrency",

@@ -9,7 +9,7 @@ import pytest
 
 from console.bench.request import BenchRequest, CampaignRequest
 from console.bench.spec import CampaignSpec
-from console.bench.workload_files import resolve
+from console.bench.workload_files import check_endpoint, resolve
 from console.bench.workload_kinds import MultiTurn
 from console.bench.workload_trace import TraceReplay
 from console.cli.services import Services
@@ -104,3 +104,39 @@ def test_find_max_refuses_a_trace():
         )
     # Other kinds can be searched.
     BenchRequest(url=URL, workload_name="multi-turn", find_max="rate", slo="ttft=1s").validate()
+
+
+@pytest.mark.parametrize(
+    ("workload", "what"),
+    [
+        (None, "random token ids"),
+        ("chat", "chat (token ids)"),
+        ("shared-prefix", "shared-prefix (token ids)"),
+        ("multi-turn", "multi-turn (token ids)"),
+        ("chat-trace", "trace (token ids)"),
+        ("mooncake-agent", "trace (token ids)"),
+    ],
+)
+def test_chat_endpoint_refuses_token_id_workloads(cli, workload: str | None, what: str):
+    chosen = [] if workload is None else ["--workload", workload]
+    result = cli("bench", "--url", URL, "--endpoint", "chat", *chosen)
+    assert result.code != 0
+    assert result.err.strip().endswith(
+        f"--endpoint chat sends text, and this workload is {what}: use --endpoint generate or"
+        " completions (they take ids as they are), or give chat text prompts (a dataset file,"
+        " or the chat-prompts workload)"
+    ), result.err
+    assert "Traceback" not in result.err
+    runs = Services.create(demo=False).state.runs
+    assert not runs.exists() or list(runs.iterdir()) == []
+
+
+def test_chat_endpoint_takes_text_and_other_endpoints_take_ids(tmp_path: Path):
+    base = BenchRequest(url=URL).workload_spec()
+    check_endpoint("chat", resolve("chat-prompts", base))
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"prompt": "hi"}\n')
+    check_endpoint("chat", resolve(str(prompts), base))
+    for endpoint in ("generate", "completions"):
+        for name in ("random", "chat", "mooncake-agent"):
+            check_endpoint(endpoint, resolve(name, base))
