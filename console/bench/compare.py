@@ -1,12 +1,15 @@
 """Two or more runs side by side: cells matched by profile x layout x variant and load
 level, each later run's figures against the first's, the differences beyond noise marked.
 
-Noise is estimated from the data (`noise.py`): each figure's standard error from its
-level's per-request measurements. A difference from the first run is beyond noise when it
-exceeds both `NOISE_Z` times the combined standard error of the two figures and
-`NOISE_FLOOR` of the first run's value (what a rerun moves that the requests within one
-level do not show: a server restarted, a warmer cache). Where a figure's standard error is
-unknown (an imported run, a percentile too few requests pin down) no verdict is given.
+Noise is estimated from the data (`noise.py`): each figure's standard error within its run,
+by batch means over the level's counted requests (consecutive blocks by send time, so
+requests that shared batches are not taken for independent draws). A difference from the
+first run is beyond noise when it exceeds both `NOISE_Z` times the combined standard error
+of the two figures and `NOISE_FLOOR` of the first run's value (a margin for what a rerun
+moves that no single run shows: a server restarted, a warmer cache, a busy host). The pair
+is a heuristic for run-to-run noise, not a measurement of it. Where a figure's standard
+error is unknown (an imported run, a level with too few requests for the blocks, a p99 too
+few requests bound) no verdict is given.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import string
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from console.bench.noise import RunErrors
+from console.bench.noise import MAX_BLOCKS, MIN_BLOCK_REQUESTS, MIN_BLOCKS, RunErrors
 from console.bench.results import CellSummary, JsonDict, LevelSummary, RunSummary
 from console.bench.tables import COLUMNS, COMPARE_METRICS
 from console.core.errors import UsageError
@@ -28,10 +31,14 @@ the two-run keys (`run_a`, `run_b`, `{metric}_a|_b|_delta_pct`, `only_a|b`) kept
 NOISE_Z = 2.0
 NOISE_FLOOR = 0.03
 NOISE_RULE = (
-    f"a change against run A is beyond noise (*) when it exceeds both {NOISE_Z:g} x the "
-    "combined standard error of the two figures (each from its level's per-request "
-    f"measurements) and {NOISE_FLOOR:.0%} of A's value; no verdict where a standard error "
-    "is unknown (no per-request data, or too few requests for a p99)"
+    f"a change against run A is marked (*) when it exceeds both {NOISE_Z:g} x the combined "
+    "standard error of the two figures and "
+    f"{NOISE_FLOOR:.0%} of A's value; each standard error is the figure's within-run "
+    "sampling error by batch means (the level's counted requests in "
+    f"{MIN_BLOCKS}-{MAX_BLOCKS} consecutive blocks by send time), a heuristic for run-to-run "
+    "noise, which no single run measures; no verdict where a standard error is unknown (no "
+    f"per-request data, a level under {MIN_BLOCKS * MIN_BLOCK_REQUESTS} counted requests, "
+    "too few requests for a p99): repeat the runs to see their spread"
 )
 LABELS = string.ascii_uppercase
 HIGHER_IS_BETTER = frozenset({"output_tok_s", "accept_length"})
@@ -193,9 +200,25 @@ class CompareResult:
                 "z": NOISE_Z,
                 "floor_fraction": NOISE_FLOOR,
                 "std_error": {
-                    "mean": "sample standard deviation / sqrt(n)",
-                    "percentile": "95% order-statistic interval width / (2 x 1.96)",
-                    "output_tok_s": "value x relative standard error of the mean E2E latency",
+                    "method": (
+                        "batch means: the level's counted requests in k consecutive blocks "
+                        f"by send time ({MIN_BLOCKS} <= k <= {MAX_BLOCKS}, at least "
+                        f"{MIN_BLOCK_REQUESTS} requests each); the standard deviation of "
+                        "the k block values / sqrt(k), times t(k - 1) / 1.96; never under "
+                        "the independent-sample error; within-run sampling error, a "
+                        "heuristic for run-to-run noise"
+                    ),
+                    "mean": "the block's mean",
+                    "percentile": (
+                        "the block's percentile; the independent-sample floor is the 95% "
+                        "order-statistic interval width / (2 x 1.96), unknown (no verdict) "
+                        "where the level's requests cannot bound it"
+                    ),
+                    "output_tok_s": (
+                        "value x the relative standard error of the blocks' output tokens "
+                        "over their summed E2E latencies"
+                    ),
+                    "min_requests": MIN_BLOCKS * MIN_BLOCK_REQUESTS,
                 },
             },
             "rows": [row.to_json() for row in self.rows],

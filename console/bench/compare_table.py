@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from console.bench.compare import NOISE_FLOOR, NOISE_RULE, NOISE_Z, CompareResult, MetricValues
+from console.bench.noise import MIN_BLOCK_REQUESTS, MIN_BLOCKS
 from console.bench.tables import COLUMNS, COMPARE_SHOWN, fmt
 
 BEYOND = "*"
@@ -79,16 +80,22 @@ def noise_line(result: CompareResult) -> str:
     """The rule, and a note when no difference could be judged."""
     if result.judged or not result.rows:
         return NOISE_RULE
-    return f"{NOISE_RULE}; here none could be judged (no per-request data)"
+    return (
+        f"{NOISE_RULE}; here none could be judged (no per-request data, or every level under "
+        f"{MIN_BLOCKS * MIN_BLOCK_REQUESTS} counted requests: run more with --requests)"
+    )
 
 
 def noise_short(result: CompareResult) -> str:
     """The rule in one line, for a narrow screen (`--json` and the CLI say it in full)."""
     if not result.judged and result.rows:
-        return "no change could be judged against noise here (no per-request data)"
+        return (
+            "no noise verdict: no per-request data or levels < "
+            f"{MIN_BLOCKS * MIN_BLOCK_REQUESTS} requests (--requests)"
+        )
     return (
-        f"{BEYOND} beyond run-to-run noise: over {NOISE_Z:g}x the combined standard error "
-        f"and {NOISE_FLOOR:.0%} of A"
+        f"{BEYOND} over {NOISE_Z:g}x the within-run standard error (batch means) and "
+        f"{NOISE_FLOOR:.0%} of A: a noise heuristic"
     )
 
 
