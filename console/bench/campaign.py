@@ -23,7 +23,7 @@ import httpx
 from console import __version__
 from console.bench.cells import CellTraits, meta_from_plan, meta_from_server_info
 from console.bench.client import Endpoint, make_client
-from console.bench.find_max import LevelJudge, Search, describe
+from console.bench.find_max import LevelJudge, Pace, Search, describe, pace
 from console.bench.levels import (
     LevelOutcome,
     LevelSpec,
@@ -39,6 +39,7 @@ from console.bench.recorder import TelemetryRecorder
 from console.bench.results import (
     CANCELLED,
     CellMeta,
+    CellSummary,
     JsonDict,
     LevelRecord,
     LevelSummary,
@@ -47,7 +48,7 @@ from console.bench.results import (
 )
 from console.bench.rundir import RunDir, RunWriteError
 from console.bench.runmeta import Attempt
-from console.bench.search_levels import next_level, passed
+from console.bench.search_levels import next_level, passed, sizing
 from console.bench.slo import met_by
 from console.bench.steady import MIN_STEADY_REQUESTS
 from console.bench.summary import Judging, summarize_run, write_summaries
@@ -265,6 +266,9 @@ class CampaignRunner:
         self._latest_summary: RunSummary | None = None
         """The summary the last level wrote (a search reads its verdicts from it)."""
         self._judging: Judging | None = None
+        self._paces: dict[tuple[str, int], Pace] = {}
+        """How each rate level of a search kept up with its arrivals, by (cell, level), as
+        measured in this attempt (the knee line shows the knee's)."""
 
     # -- bookkeeping ---------------------------------------------------------------------
 
@@ -572,9 +576,8 @@ class CampaignRunner:
             )
             await recorder.start()
             if self.options.search is not None:
-                self.on_event(
-                    f"{cell.cell_id}: {search_text(self.options.search, self._slo(cell))}"
-                )
+                text = search_text(self.options.search, self._slo(cell), self.options.levels[0])
+                self.on_event(f"{cell.cell_id}: {text}")
             try:
                 level: LevelSpec | None = first
                 # A level index proposed twice in one attempt (a summary that lost its
@@ -634,8 +637,10 @@ class CampaignRunner:
             if result.error is None and result.e2e_s is not None:
                 finish = result.send_wall + result.e2e_s / target.time_scale
                 first_finish[:] = [min([finish, *first_finish])]
-            # Sent after the first completion, finished before the last send: inside the
-            # steady window whatever the rest of the level does (steady.py's bounds).
+            # Inside the steady window (sent in [first completion, last send)) whatever the
+            # rest of the level does: sent after the first completion, and not the last
+            # send. When the k-th completion arrives, k - 1 + N requests have been sent at
+            # most, so with k <= P - N a later send is still to come.
             ordinal = judge.met + judge.missed + 1
             in_window = bool(first_finish) and result.send_wall >= first_finish[0]
             in_window = in_window and ordinal <= (level.requests or 0) - judge.ramp
@@ -695,8 +700,18 @@ class CampaignRunner:
         outside = self.stopped_from_outside == cell.cell_id
         if errors and watched is not None and not outside:
             failure = await asyncio.to_thread(self._failure_of, cell)
-        interrupted = outcome.interrupted and not (judge is not None and judge.stopped)
+        stopped_early = judge is not None and judge.stopped
+        interrupted = outcome.interrupted and not stopped_early
         status = "interrupted" if interrupted or outside else "done"
+        early_stop = judge.why(slo.label()) if judge and stopped_early and slo else None
+        kept = None
+        if self.options.search is not None and level.rate is not None:
+            sent = [r for r in outcome.results if r.error != CANCELLED]
+            kept = pace(sent, level.rate, target.time_scale)
+            self._paces[(cell.cell_id, level.index)] = kept
+            if early_stop is None and status == "done":
+                # A server short of the rate fails the level whatever its latencies say.
+                early_stop = kept.behind
         if failure and status == "done":
             status = "failed"
         record = LevelRecord(
@@ -716,7 +731,7 @@ class CampaignRunner:
             status=status,
             error=OUTSIDE_STOP if outside else failure,
             flush_error=outcome.flush_error,
-            early_stop=judge.why(slo.label()) if judge and judge.stopped and slo else None,
+            early_stop=early_stop,
         )
         self.run.append("levels.jsonl", record.to_json())
         if outcome.flush_error:
@@ -736,7 +751,7 @@ class CampaignRunner:
             None,
         )
         if level_summary is not None:
-            self.on_event(_level_line(cell.cell_id, level_summary, slo))
+            self.on_event(_level_line(cell.cell_id, level_summary, slo, kept))
         if outside:
             self._cell_meta(cell, lambda c: replace(c, status="interrupted", reason=OUTSIDE_STOP))
             self.on_event(f"{cell.cell_id}: interrupted: {OUTSIDE_STOP}; the campaign stops")
@@ -764,7 +779,7 @@ class CampaignRunner:
         if found is not None and found.knee is not None:
             knee = found.knee
             loads = ", ".join(f"{load:g}" for load in knee.loads)
-            return f"{knee.text()} (measured {loads})"
+            return f"{knee.text()}{self._knee_pace(found)} (measured {loads})"
         # One level judged (the first load failed, or the limit was the first load).
         search, slo = self.options.search, self._slo(cell)
         levels = [lv for lv in self._cell_levels(cell) if lv.status == "done"]
@@ -776,6 +791,17 @@ class CampaignRunner:
             f"{verdict} {slo.label()} for {slo.attainment * 100:g}% of requests at "
             f"{first.label or 'its first load'} (measured only that level)"
         )
+
+    def _knee_pace(self, cell: CellSummary) -> str:
+        """`; at 8/s it completed 7.9/s` for a rate knee measured in this attempt."""
+        knee = cell.knee
+        if knee is None or knee.kind != "rate" or knee.value is None:
+            return ""
+        levels = [lv for lv in cell.levels if lv.rate == knee.value and lv.status == "done"]
+        kept = self._paces.get((cell.cell_id, levels[-1].level)) if levels else None
+        if kept is None or kept.achieved is None:
+            return ""
+        return f"; at {knee.value:g}/s it completed {kept.achieved:.3g}/s"
 
     def _check_outside_stop(self, cell: CellPlan, server_id: str) -> None:
         """Stop the run when the cell's server was asked to stop by someone else."""
@@ -812,11 +838,11 @@ async def _relay(source: asyncio.Event, target: asyncio.Event) -> None:
     target.set()
 
 
-def search_text(search: Search, slo: Slo | None) -> str:
+def search_text(search: Search, slo: Slo | None, template: LevelSpec) -> str:
     """`searching concurrency from 1 up to 64 (step 1) for TTFT ≤ 200 ms at 95% of
-    requests`."""
+    requests; each level sends max(16, 3 x streams + 3) requests, ...`."""
     goal = f" for {slo.label()} at {slo.attainment * 100:g}% of requests" if slo else ""
-    return f"searching {describe(search)}{goal}"
+    return f"searching {describe(search)}{goal}; {sizing(search, template)}"
 
 
 def _slo_text(level: LevelSummary, slo: Slo | None) -> str:
@@ -826,11 +852,14 @@ def _slo_text(level: LevelSummary, slo: Slo | None) -> str:
     met = "-" if level.slo_attainment is None else f"{level.slo_attainment:.0%}"
     verdict = {True: " (passes)", False: " (fails)", None: ""}[level.slo_pass]
     if level.early_stop is not None:
-        verdict = " (fails: stopped early)"
+        # `stopped early` or `fell behind`: the reason's head; the whole is in --json.
+        verdict = f" (fails: {level.early_stop.split(':')[0]})"
     return f", SLO met by {met}{verdict}, goodput {fmt(level.goodput_tok_s, '.1f')} tok/s"
 
 
-def _level_line(cell_id: str, level: LevelSummary, slo: Slo | None = None) -> str:
+def _level_line(
+    cell_id: str, level: LevelSummary, slo: Slo | None = None, kept: Pace | None = None
+) -> str:
     errors = f", {level.errors} errors" if level.errors else ""
     if level.status == "failed" or (level.status == "interrupted" and level.reason):
         # No throughput for a failed or cut-short level: why it ended instead.
@@ -843,8 +872,8 @@ def _level_line(cell_id: str, level: LevelSummary, slo: Slo | None = None) -> st
         f" tok/s, accept {fmt(level.accept_length, '.2f')}, step "
         f"{fmt(level.step_time_s, '.1f', 1000)} ms, TTFT p50 "
         f"{fmt(level.ttft.p50, '.0f', 1000)} ms, ITL p50 "
-        f"{fmt(level.itl.p50, '.1f', 1000)} ms{_slo_text(level, slo)} ({level.requests}"
-        f" requests{errors})"
+        f"{fmt(level.itl.p50, '.1f', 1000)} ms{_slo_text(level, slo)}"
+        f"{'' if kept is None else ', ' + kept.text()} ({level.requests} requests{errors})"
     )
 
 

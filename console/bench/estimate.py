@@ -145,26 +145,29 @@ def _levels_total(levels: list[LevelSpec]) -> int:
 
 def _search_levels(
     find_max: FindMaxKind | None, limit: float | None, levels: list[LevelSpec]
-) -> int | None:
-    """The most levels a saturation search can run (None: the request does not search)."""
+) -> tuple[int, int] | None:
+    """The most levels a saturation search can run, and the requests of its first level
+    (its smallest); None when the request does not search."""
     if find_max is None:
         return None
     from console.bench.find_max import max_levels
-    from console.bench.search_levels import search_for
+    from console.bench.search_levels import search_for, search_level
 
-    return max_levels(search_for(find_max, limit, levels)[0])
+    search, template = search_for(find_max, limit, levels)
+    first = search_level(search, template, 0, search.start)
+    return max_levels(search), first.requests or 0
 
 
-def _searching(cells: int, levels: list[LevelSpec], most: int) -> Estimate:
-    per_level = levels[0].requests or 0
+def _searching(cells: int, search: tuple[int, int]) -> Estimate:
+    most, per_level = search
     return Estimate(cells, most, cells * most * per_level, None, searching=True)
 
 
 def estimate_bench(request: BenchRequest, speed: CellSpeed | None) -> Estimate:
     levels = request.levels()
-    most = _search_levels(request.find_max, request.find_max_limit, levels)
-    if most is not None:
-        return _searching(1, levels, most)
+    search = _search_levels(request.find_max, request.find_max_limit, levels)
+    if search is not None:
+        return _searching(1, search)
     seconds = None
     if speed is not None:
         seconds = sum(
@@ -177,9 +180,9 @@ def estimate_campaign(request: CampaignRequest, speed_of: SpeedOf) -> Estimate:
     spec = request.spec
     cells = [(c.profile, c.layout, c.variant) for c in spec.cell_list()]
     levels = request.levels()
-    most = _search_levels(spec.find_max, spec.find_max_limit, levels)
-    if most is not None:
-        return _searching(len(cells), levels, most)
+    search = _search_levels(spec.find_max, spec.find_max_limit, levels)
+    if search is not None:
+        return _searching(len(cells), search)
     seconds: float | None = 0.0
     for cell in cells:
         speed = speed_of(cell)

@@ -8,16 +8,22 @@ state: the next load is a function of the loads measured so far and whether each
 so a resumed run continues from its `levels.jsonl` alone.
 
 A level also stops early, counted as failing, once so many of its planned requests missed
-the SLO that it could not reach the attainment even if every other one met it.
+the SLO that it could not reach the attainment even if every other one met it. A rate level
+fails too when the server fell behind its arrivals (`pace`): latency alone does not show an
+open loop's queue until it has grown past the SLO.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Iterable, Mapping
+import statistics
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from console.bench.results import RequestResult
 
 SearchKind = Literal["concurrency", "rate"]
 KINDS: tuple[SearchKind, ...] = ("concurrency", "rate")
@@ -154,11 +160,11 @@ def clearly_fails(planned: int | None, met: int, missed: int, attainment: float)
 class LevelJudge:
     """Counts a running level's requests against the SLO and says when it clearly fails.
 
-    A closed-loop level is judged on its steady window when it has one (its first `ramp`
-    requests, sent together, and its drain left out), else on every request. The judge
-    stops a level only when it fails either way: every request counted, and the requests
-    certain to be in the window (`in_window`) out of the most the window can hold
-    (`planned - ramp`)."""
+    A closed-loop level is judged on its steady window when it has one (the requests sent
+    in [first completion, last send): its first `ramp` requests, sent together before any
+    completion, and its last send left out), else on every request. The judge stops a level
+    only when it fails either way: every request counted, and the requests certain to be in
+    the window (`in_window`) out of the most the window can hold (`planned - ramp - 1`)."""
 
     planned: int | None
     attainment: float
@@ -185,7 +191,7 @@ class LevelJudge:
             self.missed_in_window += in_window
         left = self.met + self.missed < self.planned
         every = clearly_fails(self.planned, self.met, self.missed, self.attainment)
-        window = self.planned - self.ramp
+        window = self.planned - self.ramp - 1
         steady = self.ramp > 0 and window >= max(self.min_window, self.ramp)
         in_steady = not steady or clearly_fails(window, 0, self.missed_in_window, self.attainment)
         self.stopped = left and every and in_steady
@@ -222,3 +228,112 @@ def measured_from(pairs: Iterable[tuple[float, bool]]) -> dict[float, bool]:
     """Loads and verdicts as the driver takes them; a load measured twice (a level run
     again) keeps its last verdict."""
     return dict(pairs)
+
+
+PACE_SHARE = 0.9
+"""A rate level fails when the server completed less than this share of what was sent."""
+PACE_Z = 3.0
+"""Shortfalls within this many standard errors of the arrivals' own noise are not judged."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pace:
+    """How a rate level's server kept up with its arrivals, per server second.
+
+    Measured over [first completion, last send): from the first completion on, a server that
+    keeps up completes requests as fast as they arrive, and before the last send it has
+    requests to complete. A server short of the rate completes at its own capacity, so its
+    completions fall behind the sends counted over the same span. Both counts are compared
+    with each other, not with the offered rate, because a Poisson level's realized arrivals
+    themselves differ from the offered rate by about 1/sqrt(requests)."""
+
+    offered: float
+    sent: int
+    """Requests sent (every one that ended, failures included)."""
+    sent_rate: float | None
+    """Requests sent per second from the first send to the last."""
+    window_s: float | None
+    """Length of [first completion, last send); None when no request finished before the
+    last send (nothing to compare)."""
+    sent_in_window: int = 0
+    completed_in_window: int = 0
+    """Requests that finished without an error inside the window."""
+    e2e_s: float | None = None
+    """Median E2E of the requests completed inside the window."""
+
+    @property
+    def achieved(self) -> float | None:
+        """Completions per second inside the window: the rate the server carried."""
+        if not self.window_s:
+            return None
+        return self.completed_in_window / self.window_s
+
+    @property
+    def behind(self) -> str | None:
+        """Why the level fails on pace (None: it kept up, or it cannot be told).
+
+        The server fell behind when it completed under `PACE_SHARE` of the requests sent in
+        the window, by more than the window's boundary noise: requests sent within an E2E
+        before the window opens finish inside it, those sent within an E2E before it closes
+        finish after it, each about Poisson(rate x E2E), so the two counts differ by about
+        sqrt(2 x rate x E2E) on a server that keeps up. The client falls short when it sent
+        under `PACE_SHARE` of the offered rate by more than the arrivals' own noise
+        (1/sqrt(requests) relative)."""
+        if self.sent_rate is not None and self.sent > 1:
+            slack = max(1.0 - PACE_SHARE, PACE_Z / math.sqrt(self.sent))
+            if self.sent_rate < self.offered * (1.0 - slack):
+                return (
+                    f"fell behind: the client sent {self.sent_rate:.3g}/s of the offered"
+                    f" {self.offered:g}/s, so this rate was never offered (run the"
+                    " benchmark from a less loaded host)"
+                )
+        achieved = self.achieved
+        if achieved is None or not self.window_s or not self.sent_in_window:
+            return None
+        missing = self.sent_in_window - self.completed_in_window
+        rate = self.sent_in_window / self.window_s
+        noise = PACE_Z * math.sqrt(2.0 * rate * (self.e2e_s or 0.0))
+        if self.completed_in_window >= PACE_SHARE * self.sent_in_window or missing <= noise:
+            return None
+        return (
+            f"fell behind: completed {achieved:.3g}/s while {rate:.3g}/s were sent"
+            f" (offered {self.offered:g}/s; under {PACE_SHARE:.0%}): the server does not"
+            " carry this rate"
+        )
+
+    def text(self) -> str:
+        """`completed 7.9/s of 8/s offered` for event lines."""
+        achieved = self.achieved
+        done = "-" if achieved is None else f"{achieved:.3g}/s"
+        return f"completed {done} of {self.offered:g}/s offered"
+
+
+def pace(requests: Sequence[RequestResult], offered: float, time_scale: float = 1.0) -> Pace:
+    """A rate level's pace from its requests (cancelled ones left out by the caller); send
+    and finish times on the wall clock, rates per server second (`time_scale` server
+    seconds per real second)."""
+    scale = time_scale or 1.0
+    sends = sorted(r.send_wall for r in requests)
+    if len(sends) < 2:
+        return Pace(offered=offered, sent=len(sends), sent_rate=None, window_s=None)
+    span = (sends[-1] - sends[0]) * scale
+    sent_rate = (len(sends) - 1) / span if span > 0 else None
+    finishes = [
+        (r.send_wall + r.e2e_s / scale, r.e2e_s)
+        for r in requests
+        if not r.error and r.e2e_s is not None
+    ]
+    last_send = sends[-1]
+    first = min((finish for finish, _ in finishes), default=None)
+    if first is None or first >= last_send:
+        return Pace(offered=offered, sent=len(sends), sent_rate=sent_rate, window_s=None)
+    inside = [e2e for finish, e2e in finishes if first <= finish <= last_send]
+    return Pace(
+        offered=offered,
+        sent=len(sends),
+        sent_rate=sent_rate,
+        window_s=(last_send - first) * scale,
+        sent_in_window=sum(1 for send in sends if first <= send < last_send),
+        completed_in_window=len(inside),
+        e2e_s=statistics.median(inside) if inside else None,
+    )

@@ -2,8 +2,9 @@
 
 The knee is the highest passing load below the lowest failing one: a pass above a failure
 (noise on a level near the limit) does not raise it. Levels cut short by a stop say nothing
-and are left out; a level a saturation search stopped early because it had already failed
-counts as failing.
+and are left out, as are closed-loop levels that sent fewer requests than their concurrency
+(they never had that many in flight); a level a saturation search stopped early because it
+had already failed counts as failing.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def knee_of(levels: Sequence[LevelSummary], slo: Slo, *, searched: bool = False)
     order: list[float] = []
     for level in levels:
         load = level_load(level)
-        if load is None or level.status == "interrupted":
+        if load is None or level.status == "interrupted" or _never_reached(level):
             continue
         kinds.add(load[0])
         order.append(load[1])
@@ -57,3 +58,11 @@ def knee_of(levels: Sequence[LevelSummary], slo: Slo, *, searched: bool = False)
         slo=slo.label(),
         loads=tuple(order),
     )
+
+
+def _never_reached(level: LevelSummary) -> bool:
+    """A finished closed-loop level that sent fewer requests than its streams (a sweep's
+    `--requests` below its `--concurrency`): its load was never in flight."""
+    if level.rate is not None or level.concurrency is None or level.early_stop is not None:
+        return False
+    return level.status == "done" and level.requests + level.errors < level.concurrency

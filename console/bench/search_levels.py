@@ -9,11 +9,19 @@ is measured again under its own index (and supersedes the cut one, as in a fixed
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from console.bench.find_max import DEFAULT_LIMIT, DEFAULT_START, Search, SearchKind, next_load
+from console.bench.find_max import (
+    DEFAULT_LIMIT,
+    DEFAULT_START,
+    PACE_SHARE,
+    Search,
+    SearchKind,
+    next_load,
+)
 from console.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -52,17 +60,76 @@ def history(search: Search, levels: Iterable[LevelSummary]) -> dict[float, bool]
     return measured
 
 
-def search_level(search: Search, template: LevelSpec, index: int, load: float) -> LevelSpec:
-    """The level measuring `load`: the template's request count, duration, warm-up and
-    flush. A closed-loop level sends at least one request per stream, so it reaches its
-    concurrency."""
+RATE_LEVEL_S = 30.0
+"""Server seconds of arrivals a rate level sends at least. An open loop above the server's
+capacity builds its queue linearly with time: a short burst never waits long enough to
+miss a TTFT target, and the pace check needs a window many E2Es long (its boundary noise
+is about sqrt(2 x rate x E2E) requests). Thirty seconds is ten E2Es of a 3 s request."""
+RATE_LEVEL_E2ES = 10.0
+"""...and at least this many of the slowest median E2E measured at the search's earlier
+levels that passed, so a workload of long answers still gets a window many E2Es long."""
+STEADY_PER_STREAM = 3
+STEADY_EXTRA = 3
+"""A concurrency level sends at least 3 x N + 3 requests: its steady window holds the
+requests sent in [first completion, last send), about P - N - 1 of P, and needs max(3, N)
+of them; 3N + 3 leaves room for requests of varied lengths."""
+
+
+def closed_requests(requests: int, streams: int) -> int:
+    """A concurrency level's request count: the template's, and at least enough for a
+    steady window at `streams`."""
+    return max(requests, STEADY_PER_STREAM * streams + STEADY_EXTRA)
+
+
+def rate_seconds(template: LevelSpec, e2e_s: float | None = None) -> float:
+    """Server seconds of arrivals of a rate level: the template's `--duration`, at least
+    `RATE_LEVEL_S`, and at least `RATE_LEVEL_E2ES` x `e2e_s` when one is known."""
+    seconds = max(template.duration_s or 0.0, RATE_LEVEL_S)
+    return max(seconds, RATE_LEVEL_E2ES * e2e_s) if e2e_s else seconds
+
+
+def search_level(
+    search: Search, template: LevelSpec, index: int, load: float, e2e_s: float | None = None
+) -> LevelSpec:
+    """The level measuring `load`, with the template's warm-up and flush.
+
+    A rate level sends rate x `rate_seconds` requests (the count, not a deadline, ends it:
+    a deadline would cut a Poisson level short of the requests the early stop plans for).
+    A concurrency level sends `closed_requests` (a timed template keeps its duration)."""
     if search.kind == "rate":
-        return replace(template, index=index, rate=load)
+        count = max(1, math.ceil(load * rate_seconds(template, e2e_s)))
+        return replace(
+            template, index=index, rate=load, concurrency=None, requests=count, duration_s=None
+        )
     streams = int(load)
     requests = template.requests
     if requests is not None:
-        requests = max(requests, streams)
+        requests = closed_requests(requests, streams)
     return replace(template, index=index, concurrency=streams, rate=None, requests=requests)
+
+
+def slowest_e2e(levels: Iterable[LevelSummary]) -> float | None:
+    """The slowest median E2E among a cell's passing levels (None: none passed). A failing
+    level's E2E includes its queue, which says nothing of a request's own length."""
+    medians = [lv.e2e.p50 for lv in levels if passed(lv) and lv.e2e.p50]
+    return max(medians, default=None)
+
+
+def sizing(search: Search, template: LevelSpec) -> str:
+    """How the search sizes its levels, for its opening line."""
+    if search.kind == "rate":
+        seconds = rate_seconds(template)
+        return (
+            f"each level sends rate x {seconds:g} s of arrivals (at least {RATE_LEVEL_E2ES:g} x"
+            " the slowest median E2E of the levels that passed), no cap on requests in flight,"
+            f" and fails if the server completes under {PACE_SHARE:.0%} of what was sent"
+        )
+    if template.requests is None:
+        return f"each level runs {template.duration_s or 0:g} s"
+    return (
+        f"each level sends max({template.requests}, {STEADY_PER_STREAM} x streams +"
+        f" {STEADY_EXTRA}) requests, enough for a steady window"
+    )
 
 
 def next_level(
@@ -75,7 +142,7 @@ def next_level(
         return None
     finished = {lv.level for lv in levels if lv.status in JUDGED}
     index = next(i for i in range(len(finished) + 1) if i not in finished)
-    return search_level(search, template, index, load)
+    return search_level(search, template, index, load, slowest_e2e(levels))
 
 
 def search_for(
@@ -83,15 +150,22 @@ def search_for(
 ) -> tuple[Search, LevelSpec]:
     """The search a request asks for, and the template of its levels: it starts at the
     lowest load the request lists (else 1 stream, or 1 request/s) and goes up to `limit`
-    (else `DEFAULT_LIMIT`). A rate search keeps the first concurrency as its cap on
-    requests in flight when it is above 1 (a cap of one would turn every rate into the same
-    single stream). UsageError when the limit is below the start."""
+    (else `DEFAULT_LIMIT`). UsageError when the limit is below the start, or for a rate
+    search with a cap on requests in flight above 1 (a cap of 1 is every request's default
+    and is dropped)."""
     template = levels[0]
     if kind == "rate":
         rates = [lv.rate for lv in levels if lv.rate is not None]
         start = min(rates) if rates else DEFAULT_START["rate"]
-        cap = template.concurrency if (template.concurrency or 0) > 1 else None
-        template = replace(template, rate=start, concurrency=cap)
+        if (template.concurrency or 0) > 1:
+            raise UsageError(
+                f"--find-max rate with --concurrency {template.concurrency} (campaign:"
+                " `concurrency`): a cap on requests in flight holds arrivals in the client,"
+                " and the time they wait there is not in their TTFT, so every rate would"
+                " look carried; drop --concurrency for a rate search (or search"
+                " concurrency instead)"
+            )
+        template = replace(template, rate=start, concurrency=None)
     else:
         counts = [lv.concurrency for lv in levels if lv.rate is None and lv.concurrency]
         start = float(min(counts)) if counts else DEFAULT_START["concurrency"]

@@ -163,18 +163,24 @@ def test_the_judge_stops_a_level_once_with_requests_left() -> None:
 
 def test_a_closed_loop_is_stopped_only_when_its_steady_window_fails_too() -> None:
     """Misses of the ramp-up (the first `ramp` requests, sent together) are left out of a
-    steady window: they alone never stop a level that its window could still pass."""
+    steady window: they alone never stop a level that its window could still pass. The
+    window holds the requests sent in [first completion, last send): `planned - ramp - 1`
+    at most (the last send is not in it)."""
     judge = LevelJudge(planned=16, attainment=0.75, ramp=4)
     assert not any(judge.add(False, in_window=False) for _ in range(4))
-    # Every request counted, 5 misses of 16 already fail; the window (12 at most) can still
-    # pass with 3 misses of its own.
-    assert not any(judge.add(False, in_window=True) for _ in range(3))
+    # Every request counted, 5 misses of 16 already fail; the window (11 at most) can still
+    # pass with 2 misses of its own (9/11 >= 75%), not with 3 (8/11 < 75%).
+    assert not any(judge.add(False, in_window=True) for _ in range(2))
     assert judge.add(False, in_window=True) is True
-    assert (judge.missed, judge.missed_in_window) == (8, 4)
+    assert (judge.missed, judge.missed_in_window) == (7, 3)
     # A window too small to be steady (fewer than 3 requests, or than the ramp): the level
     # is judged on every request, as the summary does.
     short = LevelJudge(planned=6, attainment=0.75, ramp=4)
     assert [short.add(False, in_window=False) for _ in range(2)] == [False, True]
+    # 8 planned at 4 streams: the window holds 3 at most, fewer than the 4 streams, so the
+    # summary counts every request; out-of-window misses alone stop it (old rule: 4, steady).
+    edge = LevelJudge(planned=8, attainment=0.75, ramp=4)
+    assert [edge.add(False, in_window=False) for _ in range(3)] == [False, False, True]
 
 
 def test_an_early_stopped_level_also_fails_on_what_it_measured() -> None:

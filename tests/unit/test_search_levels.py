@@ -4,15 +4,19 @@ progress and the estimate speak of a search whose level count is not known ahead
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
+
 import pytest
 
+from console.bench.campaign import search_text
 from console.bench.estimate import CellSpeed, estimate_bench
 from console.bench.find_max import Search, max_levels
 from console.bench.levels import LevelSpec
 from console.bench.listing import LevelProgress, Progress
 from console.bench.live_progress import LevelTracker
 from console.bench.request import BenchRequest
-from console.bench.results import LevelSummary
+from console.bench.results import LevelSummary, Stats
 from console.bench.search_levels import history, next_level, search_for, search_level
 from console.cli.progress_line import bar_line, plain_line
 from console.cli.runner import run_options
@@ -50,17 +54,47 @@ def test_without_a_search_the_listed_levels_run() -> None:
     assert [lv.concurrency for lv in options.levels] == [1, 4]
 
 
-def test_a_rate_search_keeps_a_real_cap_only() -> None:
+def test_a_rate_search_runs_uncapped_levels_and_refuses_a_cap() -> None:
     options = run_options(bench(find_max="rate", find_max_limit=50, requests=8))
     assert options.search == Search(kind="rate", start=1.0, limit=50)
     (template,) = options.levels
     assert (template.rate, template.concurrency) == (1.0, None)
     # No cap: the pool is sized for an open loop, not for one connection.
     assert options.pool_size(options.levels) > 100
-    capped = run_options(bench(find_max="rate", rates=(3.0, 2.0), concurrency=(16,)))
-    assert capped.search is not None
-    assert capped.search.start == 2.0
-    assert capped.levels[0].concurrency == 16
+    # A cap hides the arrivals' wait in the client from TTFT: refused, naming the flag.
+    with pytest.raises(UsageError, match=r"--concurrency 16 .*drop --concurrency"):
+        run_options(bench(find_max="rate", rates=(3.0, 2.0), concurrency=(16,)))
+    with pytest.raises(UsageError, match="--concurrency 2"):
+        run_options(bench(find_max="rate", concurrency=(2,)))
+    # A cap of 1 is the default of every request: dropped, as before.
+    (lone,) = run_options(bench(find_max="rate", rates=(2.0,), concurrency=(1,))).levels
+    assert lone.concurrency is None
+
+
+def test_a_rate_level_sends_rate_times_its_seconds() -> None:
+    """A rate level is long enough for a queue to build: rate x 30 s (or --duration, or
+    10 x the slowest passing median E2E), whatever the template's request count."""
+    search, template = search_for("rate", 100, [LevelSpec(0, None, 2.0, 16, None)])
+    first = search_level(search, template, 0, 2.0)
+    assert (first.rate, first.concurrency, first.requests, first.duration_s) == (
+        2.0,
+        None,
+        60,
+        None,
+    )
+    assert search_level(search, template, 3, 40.0).requests == 1200
+    timed = replace(template, duration_s=90.0, requests=None)
+    assert search_level(search, timed, 1, 4.0).requests == 360
+    # After a passing level whose median E2E was 6 s: 60 s of arrivals.
+    slow = LevelSummary(level=0, rate=2.0, requests=60, slo_pass=True, e2e=Stats(p50=6.0))
+    failing = LevelSummary(level=1, rate=4.0, requests=9, slo_pass=False, e2e=Stats(p50=50.0))
+    upcoming = next_level(search, template, [slow, failing])
+    assert upcoming is not None
+    # The failing level's E2E (its queue) does not lengthen the next level.
+    assert (upcoming.rate, upcoming.requests) == (2.8, math.ceil(2.8 * 60))
+    line = search_text(search, None, template)
+    assert "each level sends rate x 30 s of arrivals" in line
+    assert "no cap on requests in flight" in line
 
 
 def test_an_uncapped_open_loop_is_not_squeezed_into_a_few_connections() -> None:
@@ -75,12 +109,20 @@ def test_a_limit_below_the_first_load_is_refused() -> None:
         run_options(bench(find_max="concurrency", concurrency=(4,), find_max_limit=2))
 
 
-def test_a_closed_loop_level_sends_a_request_per_stream_at_least() -> None:
-    template = LevelSpec(0, 1, None, 8, None)
+def test_a_concurrency_level_sends_enough_requests_for_a_steady_window() -> None:
+    """max(template's requests, 3 x N + 3): every level from 1 stream to the limit has a
+    steady window, not only the low ones (16 requests at 8 streams would be all ramp-up)."""
+    template = LevelSpec(0, 1, None, 16, None)
     search = Search(kind="concurrency", start=1, limit=64)
-    assert search_level(search, template, 3, 4).requests == 8
+    assert search_level(search, template, 3, 4).requests == 16
+    assert search_level(search, template, 4, 8).requests == 27
     wide = search_level(search, template, 5, 32)
-    assert (wide.index, wide.concurrency, wide.requests) == (5, 32, 32)
+    assert (wide.index, wide.concurrency, wide.requests) == (5, 32, 99)
+    # A timed template keeps its duration.
+    timed = search_level(search, replace(template, requests=None, duration_s=60.0), 1, 8)
+    assert (timed.requests, timed.duration_s) == (None, 60.0)
+    line = search_text(search, None, template)
+    assert "each level sends max(16, 3 x streams + 3) requests" in line
 
 
 def test_resume_reruns_a_cut_level_under_its_own_index() -> None:
