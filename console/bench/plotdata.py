@@ -304,16 +304,44 @@ def front_indices(points: Sequence[tuple[float, float]]) -> set[int]:
     return front
 
 
+PP_FLAGS = ("--pp-size", "--pipeline-parallel-size")
+"""SGLang 0.5.23's pipeline-parallel flag and its alias (srt/arg_groups/fields/parallel.py)."""
+
+
 def gpu_count(cell: CellMeta) -> int | None:
-    """The GPUs a cell's server ran on: its placed GPUs, else tp x dp from its plan or its
-    /server_info (a server given by URL); None when nothing says."""
+    """The GPUs a cell's server ran on: its placed GPUs, else SGLang's world size
+    dp x tp x pp (srt/server_args.py `compute_world_size`) from its plan (pp from the plan's
+    arguments) or its /server_info (a server given by URL); None when nothing says the tp.
+    Attention DP runs inside the TP group and adds no GPUs."""
     if cell.gpus:
         return len(cell.gpus)
     info = cell.server_info or {}
     plan = cell.plan or {}
     tp = cell.tp or _count(plan.get("tp")) or _count(info.get("tp_size"))
     dp = _count(plan.get("dp")) or _count(info.get("dp_size")) or 1
-    return tp * dp if tp else None
+    pp = (
+        _count(plan.get("pp"))
+        or _flag_count(plan.get("argv"), PP_FLAGS)
+        or _count(info.get("pp_size"))
+        or 1
+    )
+    return tp * dp * pp if tp else None
+
+
+def _flag_count(argv: object, flags: Sequence[str]) -> int | None:
+    """The positive integer a command line gives one of `flags` (`--flag N` or
+    `--flag=N`; the last one wins, as argparse takes it); None when absent or not one."""
+    if not isinstance(argv, list | tuple):
+        return None
+    words = [str(word) for word in argv]
+    found: int | None = None
+    for i, word in enumerate(words):
+        name, equals, value = word.partition("=")
+        if name not in flags:
+            continue
+        text = value if equals else (words[i + 1] if i + 1 < len(words) else "")
+        found = int(text) if text.isdigit() and int(text) > 0 else found
+    return found
 
 
 def _count(value: object) -> int | None:

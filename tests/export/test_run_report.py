@@ -347,3 +347,31 @@ def test_a_crowded_pareto_plot_labels_its_front_and_names_the_cells_in_a_legend(
     assert "tp1 off @1" not in words  # not on the front: unlabelled
     for layout in layouts:
         assert f"{layout} off" in words  # the legend
+
+
+def test_pareto_gpus_are_sglangs_world_size_dp_x_tp_x_pp(cli, tmp_path: Path) -> None:
+    """A server given by URL: its GPUs from /server_info, pipeline stages included (SGLang
+    0.5.23 `compute_world_size`), attention DP adding none; a plan's from its arguments."""
+    from console.bench.results import CellMeta
+    from tests.simproc import SMALL, running_sim
+
+    with running_sim([*SMALL, "--tp-size", "2", "--pp-size", "2"], tmp_path) as sim:
+        result = cli(
+            "bench", "--url", sim.url, "--concurrency", "1", "--requests", "2",
+            "--input-len", "64", "--output-len", "8", "--out", str(tmp_path / "runs"),
+        )  # fmt: skip
+    assert result.code == 0, result.err
+    (folder,) = (tmp_path / "runs").iterdir()
+    cells = RunDir(folder).meta().cells
+    assert [cell.server_info and cell.server_info.get("pp_size") for cell in cells] == [2]
+    assert list(cell_gpus(cells).values()) == [4]
+
+    attention_dp = {"tp_size": 4, "dp_size": 1, "attn_dp_size": 4, "enable_dp_attention": True}
+    assert cell_gpus([CellMeta(cell_id="c", server_info=attention_dp)]) == {"c": 4}
+    plan = {"tp": 2, "dp": 2, "argv": ["python", "-m", "sglang.launch_server", "--pp-size=3"]}
+    assert cell_gpus([CellMeta(cell_id="c", plan=plan)]) == {"c": 12}
+    alias = {"tp": 2, "argv": ["--pipeline-parallel-size", "2"]}
+    assert cell_gpus([CellMeta(cell_id="c", plan=alias)]) == {"c": 4}
+    assert cell_gpus([CellMeta(cell_id="c", plan={"tp": 2, "dp": 2}, gpus=(0, 1))]) == {
+        "c": 2
+    }  # placed
