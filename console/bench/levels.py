@@ -20,7 +20,7 @@ import httpx
 
 from console.bench.client import Endpoint, RequestResult, run_request
 from console.bench.results import CANCELLED, Counters, JsonDict
-from console.bench.workload import Prompt, Workload
+from console.bench.workload import Prompt, PromptSource, Workload
 from console.core.auth import bearer_from_env
 from console.core.http import JSON_MAX_BYTES, METRICS_MAX_BYTES, get_capped, request_capped
 from console.telemetry.prometheus import MetricsParseError, parse
@@ -37,6 +37,9 @@ def batch_size(workload: Workload, wanted: int) -> int:
     return max(1, min(PROMPT_BATCH, wanted, BATCH_TOKENS // max(1, workload.input_len)))
 
 
+DEPENDENT_LOOKAHEAD = 4096
+"""How far past the first request not yet sent a dependent source (multi-turn) is searched
+for one that is ready."""
 REPLAY_LOOKAHEAD_S = 0.05
 """A trace replay makes each request this long (real seconds) before its send time."""
 COUNTERS_DEADLINE_S = 10.0
@@ -298,7 +301,12 @@ async def boxed(work: Awaitable[T]) -> tuple[T]:
 
 
 class _PromptSource:
-    """Prompts for one level, generated in batches as the level consumes them."""
+    """Prompts for one level, generated in batches as the level consumes them.
+
+    A source whose requests depend on earlier ones (`PromptSource.after`: a conversation's
+    next turn) is taken from with `take`: the lowest-numbered request whose predecessor has
+    finished (`finished`), made when it is taken, waiting for a completion when none is
+    ready."""
 
     def __init__(self, workload: Workload, level: int, count: int) -> None:
         self.workload = workload
@@ -307,6 +315,61 @@ class _PromptSource:
         self.issued = 0
         self._buffer: list[Prompt] = []
         self._batches = 0
+        source = workload.source
+        self.dependent = source is not None and not source.timed and _has_dependencies(source)
+        self._finished: set[int] = set()
+        self._taken: set[int] = set()
+        """Requests taken out of order: every one below `issued` is taken too."""
+        self._changed: asyncio.Event | None = None
+
+    def finished(self, index: int) -> None:
+        """Request `index` has finished (or failed): the ones after it may go."""
+        if self.dependent:
+            self._finished.add(index)
+            if self._changed is not None:
+                self._changed.set()
+
+    async def take(self, stop: asyncio.Event) -> tuple[int, Prompt] | None:
+        """The next request to send: `next()` for independent prompts; for dependent ones
+        the first that is ready, after waiting for a completion if none is. None past the
+        level's count, or on a stop."""
+        if not self.dependent:
+            return self.next()
+        while not stop.is_set():
+            if self.issued >= self.count:
+                return None
+            ready = self._ready()
+            if ready is not None:
+                return ready
+            if self._changed is None:
+                self._changed = asyncio.Event()
+            self._changed.clear()
+            waiter = asyncio.ensure_future(self._changed.wait())
+            stopper = asyncio.ensure_future(stop.wait())
+            try:
+                await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                waiter.cancel()
+                stopper.cancel()
+                await asyncio.gather(waiter, stopper, return_exceptions=True)
+        return None
+
+    def _ready(self) -> tuple[int, Prompt] | None:
+        source = self.workload.source
+        assert source is not None
+        end = min(self.count, self.issued + DEPENDENT_LOOKAHEAD)
+        for index in range(self.issued, end):
+            if index in self._taken:
+                continue
+            before = source.after(index)
+            if before is not None and before not in self._finished:
+                continue
+            self._taken.add(index)
+            while self.issued in self._taken:
+                self._taken.discard(self.issued)
+                self.issued += 1
+            return index, source.prompts(self.level, index, 1)[0]
+        return None
 
     def next(self) -> tuple[int, Prompt] | None:
         if self.issued >= self.count:
@@ -329,6 +392,11 @@ class _PromptSource:
         index = self.issued
         self.issued += 1
         return index, self._buffer.pop(0)
+
+
+def _has_dependencies(source: PromptSource) -> bool:
+    """Whether any of the source's first requests waits for another (`after`)."""
+    return any(source.after(index) is not None for index in range(DEPENDENT_LOOKAHEAD))
 
 
 def _sender(
@@ -383,11 +451,12 @@ async def _closed_loop(
         while not stop.is_set() and not failure:
             if deadline is not None and time.perf_counter() >= deadline:
                 return
-            item = prompts.next()
-            if item is None:
+            item = await prompts.take(stop)
+            if item is None or (deadline is not None and time.perf_counter() >= deadline):
                 return
             index, prompt = item
             result = await _sent(send, prompt, index, stop, keep)
+            prompts.finished(index)
             try:
                 keep(index, result)
             except Exception as exc:  # results cannot be kept: stop the level
@@ -493,14 +562,18 @@ async def _open_loop(
                 result = await _sent(send, prompt, index, stop, keep)
         else:
             result = await _sent(send, prompt, index, stop, keep)
+        prompts.finished(index)
         try:
             keep(index, result)
         except Exception as exc:  # results cannot be kept: stop the level
             failure.append(exc)
 
     while not stop.is_set() and not failure:
-        item = prompts.next()
-        if item is None:
+        # Independent prompts are made before the wait; a dependent one (a conversation's
+        # next turn) is picked at its arrival, among those whose previous turn finished by
+        # then, and an arrival with none ready waits for the next completion.
+        item = None if prompts.dependent else prompts.next()
+        if item is None and (not prompts.dependent or prompts.issued >= prompts.count):
             break
         # The rate is per server second, as every figure of the level is (a simulator may
         # run faster than life): the real gap is the drawn one over the time scale.
@@ -514,6 +587,10 @@ async def _open_loop(
                 break
             except TimeoutError:
                 pass
+        if item is None:
+            item = await prompts.take(stop)
+            if item is None:
+                break
         task = asyncio.create_task(one(*item))
         tasks.add(task)
         task.add_done_callback(tasks.discard)

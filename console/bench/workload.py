@@ -51,6 +51,11 @@ class PromptSource(Protocol):
         returns fewer (none) past its end."""
         ...
 
+    def after(self, index: int) -> int | None:
+        """The request that must have finished before request `index` is sent (the same
+        conversation's previous turn), or None when it may go at any time."""
+        ...
+
     def describe(self) -> dict[str, object]:
         """The kind and its parameters, for the run's `workload` record."""
         ...

@@ -77,6 +77,9 @@ class LengthDistribution:
             out.append(Prompt(ids, None, input_len, output_len))
         return out
 
+    def after(self, index: int) -> int | None:
+        return None
+
     def describe(self) -> dict[str, object]:
         return {"kind": self.name, "input": self.input.describe(), "output": self.output.describe()}
 
@@ -126,6 +129,9 @@ class SharedPrefix:
             out.append(Prompt(ids, None, len(ids), output_len))
         return out
 
+    def after(self, index: int) -> int | None:
+        return None
+
     def describe(self) -> dict[str, object]:
         return {
             "kind": self.name,
@@ -145,10 +151,12 @@ class MultiTurn:
     radix cache reuses.
 
     Prompts go round-robin over `conversations` conversations (request i is turn
-    i div `conversations` of conversation i mod `conversations`), so turns of one
-    conversation are `conversations` requests apart: with a concurrency no higher than
-    `conversations`, each turn usually arrives after the previous one finished, as a user's
-    next message does. Past `conversations` x `turns` requests new conversations begin.
+    i div `conversations` of conversation i mod `conversations`); past `conversations` x
+    `turns` requests new conversations begin. Turn t + 1 depends on turn t (`after`): the
+    level runner sends it only once turn t has finished, as a user's next message follows
+    the answer, and meanwhile sends whichever turn of another conversation is ready. So a
+    conversation never has two turns in flight, and at most `conversations` requests of one
+    round are in flight whatever the concurrency.
     """
 
     conversations: int = 8
@@ -186,6 +194,12 @@ class MultiTurn:
         block, within = divmod(index, round_size)
         turn, slot = divmod(within, self.conversations)
         return block * self.conversations + slot, turn
+
+    def after(self, index: int) -> int | None:
+        """The same conversation's previous turn: a user sends the next message only once
+        the answer to the last one is in."""
+        _, turn = self.turn_of(index)
+        return index - self.conversations if turn > 0 else None
 
     def _lengths(self, salt: int, conversation: int, turn: int) -> tuple[int, int]:
         rng = _rng("turn", self.seed, salt, conversation, turn)

@@ -118,6 +118,9 @@ class TraceReplay:
             out.append(Prompt(shared + own, None, row.input_len, row.output_len, row.at_s))
         return out
 
+    def after(self, index: int) -> int | None:
+        return None
+
     def describe(self) -> dict[str, object]:
         return {
             "kind": self.name,

@@ -184,6 +184,36 @@ def test_multi_turn_hits_the_simulated_prefix_cache(sim: SimProcess):
     )
 
 
+TURNS = MultiTurn(conversations=4, turns=4, system_len=64, answer=LogNormal(24, 1.0, 4, 160))
+
+
+@pytest.mark.parametrize(
+    ("concurrency", "rate"),
+    [(4, None), (8, None), (None, 1000.0)],
+    ids=["closed-4", "closed-8", "open"],
+)
+def test_multi_turn_sends_a_turn_only_after_the_previous_one_finished(
+    sim: SimProcess, concurrency: int | None, rate: float | None
+):
+    """Answers of very different lengths, so in a plain closed loop (or an open loop far
+    above the server's rate) a later turn would often go while its previous turn is still
+    generating. A turn's send must follow its predecessor's completion: that send plus its
+    E2E in real seconds (the simulator's figures are in its own, SPEED times faster)."""
+    workload = Workload(input_len=64, output_len=16, source=TURNS)
+    count = TURNS.conversations * TURNS.turns
+    _, results = _run(sim, workload, LevelSpec(3, concurrency, rate, count, None, warmup=0))
+    assert sorted(results) == list(range(count))
+    prompts = TURNS.prompts(3, 0, count)
+    for index, result in results.items():
+        assert result.output_tokens == prompts[index].output_len
+        before = TURNS.after(index)
+        if before is None:
+            continue
+        previous = results[before]
+        finished = previous.send_wall + (previous.e2e_s or 0.0) / SPEED
+        assert result.send_wall >= finished - 0.001, (index, result.send_wall - finished)
+
+
 def _trace(count: int, gap_s: float) -> Trace:
     rows = tuple(
         TraceRow(index * gap_s + (0.37 * gap_s if index % 3 == 1 else 0.0), 48 + index % 5, 6)
