@@ -97,7 +97,8 @@ def search_level(
     a deadline would cut a Poisson level short of the requests the early stop plans for).
     A concurrency level sends `closed_requests` (a timed template keeps its duration)."""
     if search.kind == "rate":
-        count = max(1, math.ceil(load * rate_seconds(template, e2e_s)))
+        # The 1e-9: 2.8 x 30 is 84.00000000000001 in floating point, 84 requests.
+        count = max(1, math.ceil(load * rate_seconds(template, e2e_s) - 1e-9))
         return replace(
             template, index=index, rate=load, concurrency=None, requests=count, duration_s=None
         )
