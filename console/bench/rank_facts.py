@@ -54,7 +54,8 @@ class RankLevel:
     """Finished requests this rank served."""
     output_tokens: int
     output_tok_s: float | None
-    """This rank's output tokens over the level's wall time (the ranks add up to the level's)."""
+    """This rank's output tokens over the level's wall time: the ranks add up to the level's
+    output tokens over its wall time (its TOK/S counts the steady window instead)."""
     request_tok_s: float | None
     """Mean decode speed of one of its requests: (output tokens - 1) / (e2e - TTFT)."""
     accept_length: float | None

@@ -701,7 +701,7 @@ class Knee:
         unit = " concurrent" if self.kind == "concurrency" else "/s"
         if self.value is None:
             low = f"{self.first_failing:g}{unit}" if self.first_failing is not None else "-"
-            return f"meets {self.slo} for {share} of requests at no load tried (fails at {low})"
+            return f"misses {self.slo} for {share} of requests even at {low}, the lowest load tried"
         above = (
             f", fails at {self.first_failing:g}{unit}"
             if self.first_failing is not None
@@ -849,7 +849,8 @@ class BestLevel:
 
     @property
     def load_label(self) -> str:
-        return str(self.concurrency or self.rate)
+        """`4` for concurrency 4, `2/s` for an open-loop rate (capped or not)."""
+        return str(self.concurrency) if self.rate is None else f"{self.rate:g}/s"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -3,10 +3,14 @@
 A closed loop of N workers starts N requests at once (ramp-up: a burst of prefills no
 production server sees) and ends with fewer and fewer in flight (drain). Between the first
 completion (from then on each completion is followed by a new send) and the last send, N
-requests are in flight. Latency statistics count the requests that lived wholly inside that
-window; throughput counts the tokens generated inside it, each request's tokens spread
-evenly over its decode span (first token to last). Open-loop levels have no concurrency
-target and keep every request, as do levels too short to have a window and runs with
+requests are in flight. Latency statistics count the requests SENT inside that window
+(half-open, [first completion, last send)): a send time says nothing about a request's own
+length, so long requests are not under-counted as they would be if a request had to finish
+inside the window too. Throughput counts the tokens generated inside it, each request's
+tokens spread evenly over its decode span (first token to last), and the request rate the
+completions inside it, as SGLang's steady-state report does (sglang 0.5.23
+benchmark/steady_state.py:128-160, 208-212). Open-loop levels have no concurrency target and
+keep every request, as do levels too short to have a window and runs with
 `--include-transients`.
 """
 
@@ -41,11 +45,19 @@ class Window:
     """The seconds throughput is measured over (server seconds)."""
     output_tokens: float
     """Output tokens generated within the window (all finished requests' for `all`)."""
+    completions: int
+    """Requests that finished without an error within the window (all of them for `all`)."""
 
 
 def _finish(request: RequestResult, scale: float) -> float:
     """When the request ended, on the wall clock (a failure without a latency: its send)."""
     return request.send_wall + (request.e2e_s or 0.0) / scale
+
+
+def in_window(request: RequestResult, start_wall: float, end_wall: float) -> bool:
+    """Whether a closed-loop level's statistics count this request: sent in the steady
+    window [start, end) (wall clock), whatever its length."""
+    return start_wall <= request.send_wall < end_wall
 
 
 def whole_level(requests: Sequence[RequestResult], duration_s: float, why: str | None) -> Window:
@@ -58,6 +70,7 @@ def whole_level(requests: Sequence[RequestResult], duration_s: float, why: str |
         requests=tuple(requests),
         duration_s=duration_s,
         output_tokens=float(sum(int(r.output_tokens or 0) for r in ok)),
+        completions=len(ok),
     )
 
 
@@ -83,16 +96,14 @@ def steady_window(
         return whole_level(requests, duration_s, "no request finished")
     first_completion = min(_finish(r, scale) for r in finished)
     last_send = max(r.send_wall for r in requests)
-    inside = [
-        r for r in requests if r.send_wall >= first_completion and _finish(r, scale) <= last_send
-    ]
+    inside = [r for r in requests if in_window(r, first_completion, last_send)]
     counted_ok = sum(1 for r in inside if not r.error)
     if last_send <= first_completion or counted_ok < max(MIN_STEADY_REQUESTS, concurrency):
         return whole_level(
             requests,
             duration_s,
-            f"too short for a steady state ({counted_ok} requests inside it; run more than "
-            f"{2 * concurrency + MIN_STEADY_REQUESTS} at concurrency {concurrency})",
+            f"too short for a steady state ({counted_ok} requests sent inside it; run at least "
+            f"{3 * concurrency + MIN_STEADY_REQUESTS} at concurrency {concurrency})",
         )
     tokens = 0.0
     for r in finished:
@@ -106,6 +117,8 @@ def steady_window(
         overlap = min(end, last_send) - max(first_token, first_completion)
         if overlap > 0:
             tokens += count * overlap / (end - first_token)
+    # (start, end]: the completion that opens the window is its fence post, not inside it.
+    completions = sum(1 for r in finished if first_completion < _finish(r, scale) <= last_send)
     return Window(
         kind=STEADY,
         why=None,
@@ -114,4 +127,5 @@ def steady_window(
         requests=tuple(inside),
         duration_s=(last_send - first_completion) * scale,
         output_tokens=tokens,
+        completions=completions,
     )

@@ -35,7 +35,7 @@ from console.bench.results import (
 from console.bench.rundir import RunDir, RunWriteError
 from console.bench.slo import Slo, SloOutcome, evaluate
 from console.bench.stats import describe, mean, percentile
-from console.bench.steady import steady_window
+from console.bench.steady import ALL, STEADY, steady_window
 from console.bench.tables import to_csv, to_markdown
 from console.core.errors import ConsoleError
 from console.profiles.models import DDTREE_BUDGET_FLAG
@@ -151,7 +151,7 @@ def summarize_level(
         output_tokens=output_tokens,
         # A level with no finished request has no throughput (not 0 tok/s).
         output_tok_s=window.output_tokens / duration if duration > 0 and ok else None,
-        request_s=len(ok) / duration if duration > 0 and ok else None,
+        request_s=window.completions / duration if duration > 0 and ok else None,
         accept_length=accepted_per_step if speculative else None,
         accept_length_counters=accept_counters,
         accept_length_per_request=per_request_accept,
@@ -183,14 +183,26 @@ def summarize_level(
         accept_length_p10=percentile(request_accepts, 10),
         accept_length_p50=percentile(request_accepts, 50),
         accept_length_p90=percentile(request_accepts, 90),
-        dp_ranks=rank_levels(ok, duration if duration > 0 else None, cell.server_dp_size),
+        # Per rank: every finished request over the level's wall time (RANKS_NOTE), so the
+        # ranks add up to the level's requests and tokens whatever its window.
+        dp_ranks=rank_levels(
+            every_ok, level_duration if level_duration > 0 else None, cell.server_dp_size
+        ),
         early_stop=level.early_stop,
         window=window.kind,
         window_note=window.why,
         window_start_s=window.start_s,
         window_end_s=window.end_s,
         counted_requests=len(ok),
-        **_slo_fields(slo, judged, duration, ok, window.output_tokens, level.early_stop),
+        **_slo_fields(
+            slo,
+            judged,
+            duration,
+            ok,
+            window.output_tokens,
+            window.completions,
+            level.early_stop,
+        ),
     )
 
 
@@ -200,6 +212,7 @@ def _slo_fields(
     duration: float,
     counted: Sequence[RequestResult],
     window_tokens: float,
+    completions: int,
     early_stop: str | None = None,
 ) -> dict[str, Any]:
     """The level's SLO figures; none without an SLO or a measured request. Goodput is the
@@ -228,7 +241,10 @@ def _slo_fields(
         "slo_itl_attainment": by_metric.get("itl"),
         "slo_e2e_attainment": by_metric.get("e2e"),
         "goodput_tok_s": goodput,
-        "goodput_req_s": judged.met / duration if duration > 0 else None,
+        # Completions in the window, in the share of the counted requests that were good.
+        "goodput_req_s": (
+            completions * judged.met / len(counted) / duration if duration > 0 and counted else None
+        ),
     }
 
 
@@ -330,16 +346,8 @@ def summarize_run(run: RunDir) -> RunSummary:
         if meta.kind == "sglang-bench":
             levels = meta.imported_levels
         else:
-            levels = tuple(
-                summarize_level(
-                    record,
-                    requests[(cell.cell_id, index, record.attempt)],
-                    cell,
-                    gpu,
-                    slo=slo,
-                    include_transients=judging.include_transients,
-                )
-                for index, record in sorted(latest.items())
+            levels = _cell_levels(
+                cell, sorted(latest.items()), requests, gpu, slo, judging.include_transients
             )
         cells_out.append(
             CellSummary(
@@ -378,6 +386,57 @@ def summarize_run(run: RunDir) -> RunSummary:
         best=best_per_level(cells),
         findings=tuple(find_all([cell.facts() for cell in cells])),
     )
+
+
+def _cell_levels(
+    cell: CellMeta,
+    records: Sequence[tuple[int, LevelRecord]],
+    requests: Mapping[tuple[str, int, int], list[RequestResult]],
+    gpu: Sequence[RunGpuReading],
+    slo: Slo | None,
+    include_transients: bool,
+) -> tuple[LevelSummary, ...]:
+    """A cell's levels, all counted one way: when some closed-loop level was too short for a
+    steady window, every level counts every request. A curve whose low loads count a steady
+    window and whose high loads count ramp-up and drain would show a step that is the
+    method's, not the server's."""
+
+    def summarized(every: bool) -> tuple[LevelSummary, ...]:
+        return tuple(
+            summarize_level(
+                record,
+                requests.get((cell.cell_id, index, record.attempt), []),
+                cell,
+                gpu,
+                slo=slo,
+                include_transients=every,
+            )
+            for index, record in records
+        )
+
+    levels = summarized(include_transients)
+    short = _too_short(levels)
+    if not short or not any(lv.window == STEADY for lv in levels):
+        return levels
+    why = f"every request in each level: {short} too short for a steady state"
+    return tuple(replace(lv, window_note=why) for lv in summarized(True))
+
+
+def _too_short(levels: Sequence[LevelSummary]) -> str:
+    """`concurrency 16 and 32 were` for the closed-loop levels without a steady window
+    (other than cut-short ones); empty when none."""
+    loads = [
+        lv.load_label
+        for lv in levels
+        if lv.window == ALL
+        and lv.rate is None
+        and lv.status != "interrupted"
+        and (lv.window_note or "").startswith("too short")
+    ]
+    if not loads:
+        return ""
+    verb = "was" if len(loads) == 1 else "were"
+    return f"concurrency {', '.join(loads)} {verb}"
 
 
 def _with_speedups(cells: Sequence[CellSummary]) -> tuple[CellSummary, ...]:

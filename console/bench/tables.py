@@ -624,8 +624,9 @@ def to_markdown(summary: RunSummary) -> str:
     if summary.best:
         lines += ["", "## Best per level", ""]
         lines += [
-            f"- concurrency {b.load_label}: {b.profile} {b.layout} "
-            f"{b.variant} at {b.output_tok_s:.1f} tok/s"
+            f"- {'rate' if b.rate is not None else 'concurrency'} {b.load_label}: "
+            + (f"{b.profile} {b.layout} {b.variant}" if b.profile else "the server")
+            + f" at {b.output_tok_s:.1f} tok/s"
             for b in summary.best
         ]
     return "\n".join(lines) + "\n"
