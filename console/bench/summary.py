@@ -418,7 +418,7 @@ def _cell_levels(
     short = _too_short(levels)
     if not short or not any(lv.window == STEADY for lv in levels):
         return levels
-    why = f"every request in each level: {short} too short for a steady state"
+    why = f"{short} too short for a steady state, so each level of the cell counts every request"
     return tuple(replace(lv, window_note=why) for lv in summarized(True))
 
 

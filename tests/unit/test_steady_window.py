@@ -138,6 +138,7 @@ def test_a_sweep_with_a_level_too_short_counts_every_level_the_same_way(tmp_path
         assert [lv.window for lv in cell.levels] == [ALL, ALL]
         for level in cell.levels:
             assert level.window_note == (
-                "every request in each level: concurrency 4 was too short for a steady state"
+                "concurrency 4 was too short for a steady state, so each level of the cell "
+                "counts every request"
             )
             assert level.counted_requests == level.requests == 8
