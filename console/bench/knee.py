@@ -62,7 +62,8 @@ def knee_of(levels: Sequence[LevelSummary], slo: Slo, *, searched: bool = False)
 
 def _never_reached(level: LevelSummary) -> bool:
     """A finished closed-loop level that sent fewer requests than its streams (a sweep's
-    `--requests` below its `--concurrency`): its load was never in flight."""
+    `--requests` below its `--concurrency`): its load was never in flight. A level that
+    records no request at all (a summary without counts) is taken as it says."""
     if level.rate is not None or level.concurrency is None or level.early_stop is not None:
         return False
-    return level.status == "done" and level.requests + level.errors < level.concurrency
+    return level.status == "done" and 0 < level.requests + level.errors < level.concurrency
