@@ -271,7 +271,8 @@ def _ps(args: argparse.Namespace) -> int:
             [
                 status.id,
                 plan.profile,
-                plan.layout,
+                # A multi-node server: one row per node, its rank beside the layout.
+                f"{plan.layout} [{plan.node_rank}]" if status.record.gang else plan.layout,
                 plan.variant,
                 status.state.value,
                 status.pid or "-",

@@ -60,6 +60,7 @@ def main(argv: list[str]) -> int:
                 folder / f"{server_id}.exit.json",
                 {"returncode": 127, "ended_wall": time.time(), "spawn_error": str(exc)},
             )
+            _after_exit(folder, server_id)
             return 1
         if keys is not None:
             masker = StreamMasker(argv_secrets(command) | secret_values() | keys.secrets)
@@ -83,6 +84,7 @@ def main(argv: list[str]) -> int:
                 folder / f"{server_id}.exit.json",
                 {"returncode": 127, "ended_wall": time.time(), "spawn_error": str(exc)},
             )
+            _after_exit(folder, server_id)
             return 1
         # From here on the key pipe is closed however the waiter ends: a server blocked
         # opening it would otherwise wait forever.
