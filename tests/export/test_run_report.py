@@ -3,6 +3,7 @@ and their series counted against the run's cells and levels, the HTML self-conta
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import shutil
@@ -11,10 +12,11 @@ import xml.etree.ElementTree as ET
 from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from console.bench.plotdata import cell_gpus, front_indices, run_plots
+from console.bench.plotdata import RunPlots, cell_gpus, front_indices, run_plots
 from console.bench.results import CellSummary, Knee, LevelSummary, RunSummary, Stats
 from console.bench.rundir import RunDir
 from console.bench.summary import load_summary
@@ -375,3 +377,78 @@ def test_pareto_gpus_are_sglangs_world_size_dp_x_tp_x_pp(cli, tmp_path: Path) ->
     assert cell_gpus([CellMeta(cell_id="c", plan={"tp": 2, "dp": 2}, gpus=(0, 1))]) == {
         "c": 2
     }  # placed
+
+
+def _rate_search_plots() -> RunPlots:
+    """A rate search's plots as `runs report` draws them: doublings 1..512/s, then the
+    bisection loads 560, 610, 720 and the limit 1000/s, one cell; its Pareto plot has a
+    point per load, most of them crowded at the bottom right."""
+    from console.bench.plotdata import Line, Pareto, ParetoPoint, Plot
+
+    loads = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 560, 610, 720, 1000)
+    per_gpu = (18.1, 27.6, 32.2, 31.5, 33.9, 32.6, 33.8, 33.7, 33.6, 31.0, 32.3, 32.8, 31.1, 30.6)
+    per_user = (14.5, 9.0, 5.0, 2.5, 2.3, 2.2, 2.2, 2.2, 2.2, 2.1, 2.1, 2.1, 2.2, 2.1)
+    cell = "http://127.0.0.1:38611"
+    points = tuple(
+        ParetoPoint(cell, f"{load}/s", x, y, on_front=load in (1, 2, 4, 16))
+        for load, x, y in zip(loads, per_gpu, per_user, strict=True)
+    )
+    throughput = Plot(
+        "throughput-rate", "Output throughput", "request rate (req/s, open loop)",
+        "output tok/s", (Line(cell, tuple(float(x) for x in loads), per_gpu),),
+    )  # fmt: skip
+    return RunPlots(
+        run_id="20261202-032814-uncapped", name=None, plots=(throughput,), pareto=Pareto(points)
+    )
+
+
+def _drawn(figure: Any) -> Any:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    return canvas.get_renderer()
+
+
+def test_a_searchs_bisection_loads_get_readable_ticks_and_a_crowded_pareto_labels_its_front() -> (
+    None
+):
+    """No two x tick labels overlap, the lowest and highest loads keep theirs; a Pareto plot
+    of 14 points labels only its front, and every label lies inside the axes (none over the
+    axis title below), in the single figures and on the overview page alike."""
+    from console.export.report.figures import figures, overview
+
+    plots = _rate_search_plots()
+    checked = {"ticks": 0, "labels": 0}
+    for figure in [figure for _, figure in figures(plots)] + [overview(plots)]:
+        renderer = _drawn(figure)
+        for ax in figure.axes:
+            if ax.get_title() == "Output throughput":
+                _assert_ticks_apart(ax, renderer)
+                checked["ticks"] += 1
+            elif ax.get_title().startswith("Pareto"):
+                _assert_front_labelled_inside(ax, renderer)
+                checked["labels"] += 1
+    assert checked == {"ticks": 2, "labels": 2}  # a figure each and the overview's
+
+
+def _assert_ticks_apart(ax: Any, renderer: Any) -> None:
+    ticks = [t for t in ax.get_xticklabels() if t.get_text()]
+    assert ticks[0].get_text() == "1"
+    assert ticks[-1].get_text() == "1000"
+    boxes = sorted((t.get_window_extent(renderer) for t in ticks), key=lambda b: b.x0)
+    for left, right in itertools.pairwise(boxes):
+        assert left.x1 < right.x0, [t.get_text() for t in ticks]
+
+
+def _assert_front_labelled_inside(ax: Any, renderer: Any) -> None:
+    labels = [text for text in ax.texts if "@" in text.get_text()]
+    loads = sorted(t.get_text().rsplit("@", 1)[1] for t in labels)
+    assert loads == sorted(["1/s", "2/s", "4/s", "16/s"])
+    area = ax.get_window_extent(renderer)
+    for text in labels:
+        box = text.get_window_extent(renderer)
+        assert area.x0 <= box.x0, text.get_text()
+        assert box.x1 <= area.x1, text.get_text()
+        assert area.y0 <= box.y0, text.get_text()
+        assert box.y1 <= area.y1, text.get_text()

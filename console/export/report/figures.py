@@ -25,8 +25,16 @@ PALETTE = (
     "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
 )  # fmt: skip
 FRONT_COLOR = "#d62728"
-LABEL_ALL_UP_TO = 16
-"""A Pareto plot with more points labels only its front's (a legend names the cells)."""
+LABEL_ALL_UP_TO = 8
+"""A Pareto plot with more points, or whose labels find no free place near their points
+(`LABEL_OFFSETS`), labels only its front's (a legend names the cells)."""
+LABEL_OFFSETS = (4, -10, 16, -22)
+"""Vertical places (points) a Pareto label may take beside its point, nearest first."""
+RIGHT_ALIGN_FROM = 0.55
+"""A Pareto point this far along the x axis (of its limit) has its label on its left."""
+MIN_TICK_GAP = 0.08
+"""Measured loads closer than this share of the x axis to a kept tick get no tick label
+of their own (a search's bisection loads: 512, 560, 610 on a 1-1000 axis)."""
 
 
 def _pyplot_free() -> None:
@@ -100,17 +108,40 @@ def draw_plot(ax: Axes, plot: Plot, palette: dict[str, str]) -> None:
 
 def _load_axis(ax: Axes, loads: Sequence[float]) -> None:
     """Concurrency sweeps (1, 4, 16, 64) on a log-2 axis when they span 8x or more; ticks at
-    the measured loads either way."""
+    the measured loads, thinned so no two labels print on top of each other."""
     from matplotlib.ticker import FixedLocator, NullLocator
 
     if not loads:
         return
     positive = [x for x in loads if x > 0]
-    if positive and max(positive) / min(positive) >= 8:
+    log = bool(positive) and max(positive) / min(positive) >= 8
+    if log:
         ax.set_xscale("log", base=2)
         ax.xaxis.set_minor_locator(NullLocator())
-    ax.xaxis.set_major_locator(FixedLocator(list(loads)))
-    ax.set_xticklabels([f"{x:g}" for x in loads])
+    ticks = thin_ticks(positive if log else list(loads), log=log)
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.set_xticklabels([f"{x:g}" for x in ticks])
+
+
+def thin_ticks(loads: Sequence[float], *, log: bool) -> list[float]:
+    """The loads that keep a tick: from the lowest up, each at least `MIN_TICK_GAP` of the
+    axis from the last kept one; the highest always kept (in place of a kept neighbour too
+    close to it). Positions are log2 on a log axis."""
+    ordered = sorted(set(loads))
+    if len(ordered) < 3:
+        return ordered
+
+    def place(x: float) -> float:
+        return math.log2(x) if log else x
+
+    gap = MIN_TICK_GAP * (place(ordered[-1]) - place(ordered[0]))
+    kept = [ordered[0]]
+    for x in ordered[1:-1]:
+        if place(x) - place(kept[-1]) >= gap:
+            kept.append(x)
+    while len(kept) > 1 and place(ordered[-1]) - place(kept[-1]) < gap:
+        kept.pop()
+    return [*kept, ordered[-1]]
 
 
 def draw_pareto(ax: Axes, pareto: Pareto, palette: dict[str, str]) -> None:
@@ -119,7 +150,6 @@ def draw_pareto(ax: Axes, pareto: Pareto, palette: dict[str, str]) -> None:
     from matplotlib.lines import Line2D
 
     points = pareto.points
-    label_all = len(points) <= LABEL_ALL_UP_TO
     ax.scatter(
         [p.per_gpu for p in points],
         [p.per_user for p in points],
@@ -141,21 +171,31 @@ def draw_pareto(ax: Axes, pareto: Pareto, palette: dict[str, str]) -> None:
         gid="pareto-front",
         zorder=2,
     )
-    labelled = [p for p in points if label_all or p.on_front]
-    for point, offset in zip(labelled, _label_offsets(labelled), strict=True):
+    right = _headroom(max(p.per_gpu for p in points), 1.3)
+    offsets = label_offsets(points) if len(points) <= LABEL_ALL_UP_TO else None
+    label_all = offsets is not None
+    labelled = list(points) if label_all else list(front)
+    if offsets is None:
+        offsets = label_offsets(labelled) or [LABEL_OFFSETS[0]] * len(labelled)
+    for point, offset in zip(labelled, offsets, strict=True):
+        # Points far right take their label on their left, so it stays inside the axes;
+        # whatever would still cross the axes' edge is clipped, never printed over a title.
+        on_left = point.per_gpu > RIGHT_ALIGN_FROM * right
         ax.annotate(
             point.label,
             (point.per_gpu, point.per_user),
-            xytext=(4, offset),
+            xytext=(-6 if on_left else 4, offset),
             textcoords="offset points",
+            ha="right" if on_left else "left",
             fontsize=7,
             fontweight="bold" if point.on_front else "normal",
             color="#222222" if point.on_front else "#666666",
+            clip_on=True,
         )
     ax.set_title(Pareto.title)
     ax.set_xlabel(PER_GPU)
     ax.set_ylabel("tokens/s per user")
-    ax.set_xlim(left=0, right=_headroom(max(p.per_gpu for p in points), 1.3))
+    ax.set_xlim(left=0, right=right)
     ax.set_ylim(bottom=0, top=_headroom(max(p.per_user for p in points)))
     handles, _ = ax.get_legend_handles_labels()
     if not label_all:
@@ -174,26 +214,25 @@ def draw_pareto(ax: Axes, pareto: Pareto, palette: dict[str, str]) -> None:
     )  # fmt: skip
 
 
-def _label_offsets(points: Sequence[ParetoPoint]) -> list[int]:
-    """A vertical offset (points) per label: a label whose point sits close to an earlier
-    one's (a label is about a third of the plot wide and a sixteenth high) goes a line
-    below it, so neither hides the other."""
+def label_offsets(points: Sequence[ParetoPoint]) -> list[int] | None:
+    """A vertical offset (points) per label, the first of `LABEL_OFFSETS` that no earlier
+    label near it holds (a label is about a third of the plot wide and a sixteenth high);
+    None when some label finds none free: too crowded to label every point."""
     span_x = max((p.per_gpu for p in points), default=1.0) or 1.0
     span_y = max((p.per_user for p in points), default=1.0) or 1.0
     placed: list[tuple[ParetoPoint, int]] = []
-    offsets = []
     for point in points:
-        offset = 4
-        for other, used in placed:
-            near = (
-                abs(other.per_gpu - point.per_gpu) < 0.3 * span_x
-                and abs(other.per_user - point.per_user) < 0.06 * span_y
-            )
-            if near and used >= offset - 9:
-                offset = used - 10
-        placed.append((point, offset))
-        offsets.append(offset)
-    return offsets
+        taken = [
+            used
+            for other, used in placed
+            if abs(other.per_gpu - point.per_gpu) < 0.3 * span_x
+            and abs(other.per_user - point.per_user) < 0.06 * span_y
+        ]
+        free = [o for o in LABEL_OFFSETS if all(abs(o - used) >= 10 for used in taken)]
+        if not free:
+            return None
+        placed.append((point, free[0]))
+    return [offset for _, offset in placed]
 
 
 def _headroom(top: float, factor: float = 1.18) -> float:
