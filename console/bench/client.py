@@ -118,6 +118,11 @@ def request_body(endpoint: Endpoint, prompt: Prompt, model: str | None) -> JsonD
     }
 
 
+def encode_body(endpoint: Endpoint, prompt: Prompt, model: str | None) -> bytes:
+    """The request body as sent (JSON bytes)."""
+    return json.dumps(request_body(endpoint, prompt, model), separators=(",", ":")).encode()
+
+
 async def run_request(
     client: httpx.AsyncClient,
     url: str,
@@ -127,10 +132,13 @@ async def run_request(
     model: str | None = None,
     headers: dict[str, str] | None = None,
     time_scale: float = 1.0,
+    body: bytes | None = None,
 ) -> RequestResult:
-    """Send one streamed request and time it; errors become `result.error`, never raise."""
+    """Send one streamed request and time it; errors become `result.error`, never raise.
+    `body` is `encode_body`'s for the prompt when the caller made it ahead (a trace replay,
+    before its send time); otherwise it is made here."""
     # Serialised and built before the clock starts: only the exchange is timed.
-    content = json.dumps(request_body(endpoint, prompt, model), separators=(",", ":")).encode()
+    content = body if body is not None else encode_body(endpoint, prompt, model)
     request = httpx.Request(
         "POST",
         _parsed_url(url + endpoint.path),

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from console.bench.client import Endpoint, RequestResult, run_request
+from console.bench.client import Endpoint, RequestResult, encode_body, run_request
 from console.bench.results import CANCELLED, Counters, JsonDict
 from console.bench.workload import Prompt, PromptSource, Workload
 from console.core.auth import bearer_from_env
@@ -399,35 +399,47 @@ def _has_dependencies(source: PromptSource) -> bool:
     return any(source.after(index) is not None for index in range(DEPENDENT_LOOKAHEAD))
 
 
-def _sender(
-    client: httpx.AsyncClient, target: Target, endpoint: Endpoint
-) -> Callable[[Prompt], Any]:
-    async def send(prompt: Prompt) -> RequestResult:
+class _Sender:
+    """Sends a prompt to the target; `body` makes its request body ahead of the send."""
+
+    def __init__(self, client: httpx.AsyncClient, target: Target, endpoint: Endpoint) -> None:
+        self.client = client
+        self.target = target
+        self.endpoint = endpoint
+
+    def body(self, prompt: Prompt) -> bytes:
+        return encode_body(self.endpoint, prompt, self.target.model)
+
+    async def __call__(self, prompt: Prompt, body: bytes | None = None) -> RequestResult:
         return await run_request(
-            client,
-            target.url,
-            endpoint,
+            self.client,
+            self.target.url,
+            self.endpoint,
             prompt,
-            model=target.model,
-            headers=target.headers,
-            time_scale=target.time_scale,
+            model=self.target.model,
+            headers=self.target.headers,
+            time_scale=self.target.time_scale,
+            body=body,
         )
 
-    return send
+
+def _sender(client: httpx.AsyncClient, target: Target, endpoint: Endpoint) -> _Sender:
+    return _Sender(client, target, endpoint)
 
 
 async def _sent(
-    send: Callable[[Prompt], Any],
+    send: Callable[..., Any],
     prompt: Prompt,
     index: int,
     stop: asyncio.Event,
     keep: Callable[[int, RequestResult], None],
+    body: bytes | None = None,
 ) -> RequestResult:
-    """`send(prompt)`; a request cancelled by a stop is kept as `CANCELLED` first, so the
-    run's files say it was in flight."""
+    """`send(prompt)` (with its request body when made ahead); a request cancelled by a stop
+    is kept as `CANCELLED` first, so the run's files say it was in flight."""
     sent_wall = time.time()
     try:
-        result: RequestResult = await send(prompt)
+        result: RequestResult = await (send(prompt) if body is None else send(prompt, body))
     except asyncio.CancelledError:
         if stop.is_set():
             with contextlib.suppress(Exception):
@@ -482,7 +494,7 @@ async def _closed_loop(
 
 
 async def _trace_loop(
-    send: Callable[[Prompt], Any],
+    send: _Sender,
     prompts: _PromptSource,
     scale: float,
     deadline: float | None,
@@ -493,10 +505,11 @@ async def _trace_loop(
     time scale times the replay speed-up), open loop. Send times are absolute against the
     trace clock's start on `perf_counter`, so a late send never delays the ones after it.
 
-    Each request's task is made up to `REPLAY_LOOKAHEAD_S` ahead and sleeps to its own send
-    time, so the timer wakes the sender directly (no hop through this loop, which wakes that
-    much earlier to make the next prompt and its task). Returns the wall time the trace's
-    clock started."""
+    Each request's task is made up to `REPLAY_LOOKAHEAD_S` ahead, makes its request body,
+    and sleeps to its own send time, so the timer wakes the sender directly (no hop through
+    this loop, which wakes that much earlier to make the next prompt and its task) and only
+    the exchange itself follows the wake-up. Returns the wall time the trace's clock
+    started."""
     tasks: set[asyncio.Task[None]] = set()
     failure: list[BaseException] = []
     stopper = asyncio.ensure_future(stop.wait())
@@ -506,9 +519,10 @@ async def _trace_loop(
     start = time.perf_counter()
 
     async def one(index: int, prompt: Prompt, due: float) -> None:
+        body = send.body(prompt)
         # Cancelled while asleep it was never sent: nothing is kept for it.
         await asyncio.sleep(max(0.0, due - time.perf_counter()))
-        result = await _sent(send, prompt, index, stop, keep)
+        result = await _sent(send, prompt, index, stop, keep, body)
         try:
             keep(index, result)
         except Exception as exc:  # results cannot be kept: stop the level

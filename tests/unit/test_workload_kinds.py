@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from console.bench import workload_kinds, workload_trace
 from console.bench.workload import Workload
 from console.bench.workload_files import resolve, shipped_workloads_dir, workload_names
 from console.bench.workload_kinds import (
@@ -17,7 +18,7 @@ from console.bench.workload_kinds import (
     MultiTurn,
     SharedPrefix,
 )
-from console.bench.workload_trace import MOONCAKE_BLOCK, TraceReplay, load_trace
+from console.bench.workload_trace import MOONCAKE_BLOCK, PieceCache, TraceReplay, load_trace
 from console.core.errors import UsageError
 from console.sim.prefix import BLOCK, PrefixCache, id_keys, text_keys
 
@@ -308,3 +309,40 @@ def test_builtin_parameters_at_their_caps_are_accepted():
     turns = resolve("multi-turn:turns=488", Workload()).source
     assert isinstance(turns, MultiTurn)
     assert turns.turns == 488
+
+
+def test_trace_blocks_are_drawn_once_across_prompt_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A replay asks for one prompt at a time: a block or group prefix seen in an earlier
+    call comes from the cache, and is the same ids a fresh replay draws."""
+    rows: list[object] = [
+        {"timestamp": t, "input_length": 1536, "output_length": 4, "hash_ids": [1, 2, 3 + t]}
+        for t in range(4)
+    ]
+    trace = load_trace(_write(tmp_path, "m.jsonl", rows))
+    fresh = TraceReplay(trace).prompts(5, 0, 4)
+    drawn: list[tuple[object, ...]] = []
+    real = workload_kinds.keyed_ids
+
+    def counting(vocab: int, count: int, *key: object) -> tuple[int, ...]:
+        drawn.append(key)
+        return real(vocab, count, *key)
+
+    monkeypatch.setattr(workload_trace, "keyed_ids", counting)
+    replay = TraceReplay(trace)
+    one_at_a_time = [replay.prompts(5, index, 1)[0] for index in range(4)]
+    assert one_at_a_time == fresh
+    blocks = [int(str(key[3])) for key in drawn if key[0] == "block"]
+    assert sorted(blocks) == [1, 2, 3, 4, 5, 6]  # blocks 1 and 2 once, not four times
+
+
+def test_piece_cache_drops_the_least_recently_used_past_its_limit():
+    cache = PieceCache(limit=10)
+    cache.get("a", lambda: (1,) * 4)
+    cache.get("b", lambda: (2,) * 4)
+    cache.get("a", lambda: (9,))  # a hit: "a" is now the most recent
+    assert cache.get("c", lambda: (3,) * 4) == (3,) * 4
+    assert (len(cache), cache.tokens) == (2, 8)
+    assert cache.get("a", lambda: (9,)) == (1,) * 4
+    assert cache.get("b", lambda: (7,)) == (7,)  # dropped, so made again
