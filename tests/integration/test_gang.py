@@ -137,6 +137,12 @@ def test_down_stops_both_nodes():
     assert result.returncode == 0, result.stdout + result.stderr
     servers = ps()
     head_id = f"kimi-k2.6-{LAYOUT}-1"
+    table = dd("ps").stdout
+    assert f"{LAYOUT} [0]" in table
+    assert f"{LAYOUT} [1]" in table
+    # `up` named both nodes and the rendezvous.
+    assert f"{head_id}.node1: node 1 (local)" in result.stdout
+    assert "rendezvous at 127.0.0.1:" in result.stdout
     down = dd("down", head_id, "--grace", "10", timeout=90)
     assert down.returncode == 0, down.stdout + down.stderr
     after = ps()
