@@ -4,6 +4,8 @@ progress and the estimate speak of a search whose level count is not known ahead
 
 from __future__ import annotations
 
+import heapq
+import random
 from dataclasses import replace
 
 import pytest
@@ -15,8 +17,9 @@ from console.bench.levels import LevelSpec
 from console.bench.listing import LevelProgress, Progress
 from console.bench.live_progress import LevelTracker
 from console.bench.request import BenchRequest
-from console.bench.results import LevelSummary, Stats
+from console.bench.results import LevelSummary, RequestResult, Stats
 from console.bench.search_levels import history, next_level, search_for, search_level
+from console.bench.steady import steady_window
 from console.cli.progress_line import bar_line, plain_line
 from console.cli.runner import run_options
 from console.core.errors import UsageError
@@ -206,3 +209,31 @@ def test_the_estimate_of_a_search_gives_its_most_levels_not_a_duration() -> None
         f"up to {estimate.levels} levels (saturation search) × at least 16 requests; the"
         " duration depends on the load where it saturates"
     )
+
+
+def _closed_loop(streams: int, total: int, seed: int) -> list[RequestResult]:
+    """An exact closed loop: each stream sends its next request when its last one ends;
+    answers of 2-600 tokens at 10 ms each (a chat-like spread)."""
+    rng = random.Random(seed)
+    heap = [(0.0, stream) for stream in range(streams)]
+    out = []
+    for _ in range(total):
+        now, stream = heapq.heappop(heap)
+        e2e = 0.05 + min(600, max(2, int(rng.expovariate(1 / 200)))) * 0.01
+        out.append(RequestResult(send_wall=1000.0 + now, ttft_s=0.05, e2e_s=e2e))
+        heapq.heappush(heap, (now + e2e, stream))
+    return out
+
+
+def test_every_concurrency_level_of_a_search_has_a_steady_window() -> None:
+    """With the default 16 requests, levels from 6 streams up used to be all ramp-up: now
+    each is judged on its steady window, up to the limit."""
+    search, template = search_for("concurrency", 128, [LevelSpec(0, 1, None, 16, None)])
+    for streams in (1, 2, 4, 6, 8, 16, 32, 64, 128):
+        spec = search_level(search, template, 0, streams)
+        for seed in range(3):
+            requests = _closed_loop(streams, spec.requests or 0, seed)
+            window = steady_window(
+                requests, concurrency=streams, rate=None, started_wall=1000.0, duration_s=1.0
+            )
+            assert window.kind == "steady", (streams, spec.requests, window.why)
