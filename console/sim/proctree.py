@@ -153,8 +153,13 @@ def _ticks(pid: int) -> int | None:
 class ProcessTree:
     """The leader's children: started once, killed together."""
 
-    def __init__(self, ranks: Sequence[Rank], *, dp: int, orphans: bool) -> None:
+    def __init__(
+        self, ranks: Sequence[Rank], *, dp: int, orphans: bool, detokenizer: bool = True
+    ) -> None:
         self.ranks = list(ranks)
+        self.detokenizer = detokenizer
+        """False on a non-head node: SGLang starts no detokenizer there (sglang 0.5.23
+        srt/entrypoints/engine.py:1234-1295 returns before _launch_detokenizer_subprocesses)."""
         self.dp = dp
         self.orphans = orphans
         """The `orphans` fault: no PDEATHSIG, so children outlive a killed leader."""
@@ -186,6 +191,8 @@ class ProcessTree:
                 proc = _spawn(_child_argv(SCHEDULER, rank.title, me, self.orphans))
                 self._popen.append(proc)
                 self.schedulers.append(Child(proc.pid, _ticks(proc.pid), rank.title, rank))
+        if not self.detokenizer:
+            return
         detokenizer = _spawn(_child_argv(DETOKENIZER, DETOKENIZER_TITLE, me, self.orphans))
         self._popen.append(detokenizer)
         self.helpers.append(Child(detokenizer.pid, _ticks(detokenizer.pid), DETOKENIZER_TITLE))

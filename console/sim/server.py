@@ -211,6 +211,7 @@ class SimServer:
             ),
             dp=self.dp,
             orphans=options.fault("orphans") is not None,
+            detokenizer=self.node_rank == 0,
         )
         self.state: SimState | None = None
         self.stopping = asyncio.Event()

@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from console.core.net import free_port, port_is_free
@@ -69,6 +70,11 @@ def gang_processes(dist_init_addr: str) -> list[int]:
     return found
 
 
+def children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(p) for p in path.read_text().split()]
+
+
 def wait_for(check, timeout: float, what: str):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -117,6 +123,17 @@ def test_up_starts_both_nodes_and_killing_rank_1_stops_the_gang_with_the_reason(
     assert {head["pid"], node["pid"]} <= set(leaders)
     node_argv = argv_of(node["pid"])
     assert node_argv[node_argv.index("--node-rank") + 1] == "1"
+    # Node 1 runs TP ranks 8-15 and no detokenizer; it serves only SGLang's dummy health
+    # server (sglang 0.5.23 srt/entrypoints/engine.py:1234-1295, srt/utils/common.py:3624).
+    titles = {" ".join(argv_of(pid)) for pid in children(node["pid"])}
+    assert titles == {f"sglang::scheduler_TP{rank}" for rank in range(8, 16)}
+    head_titles = " ".join(" ".join(argv_of(pid)) for pid in children(head["pid"]))
+    assert "scheduler_TP0" in head_titles
+    assert "detokenizer" in head_titles
+    assert "scheduler_TP8" not in head_titles
+    node_url = f"http://127.0.0.1:{node['port']}"
+    assert httpx.get(f"{node_url}/health", timeout=5).status_code == 200
+    assert httpx.get(f"{node_url}/ready", timeout=5).status_code == 404
 
     os.kill(node["pid"], signal.SIGKILL)
 
