@@ -237,3 +237,9 @@ def test_every_concurrency_level_of_a_search_has_a_steady_window() -> None:
                 requests, concurrency=streams, rate=None, started_wall=1000.0, duration_s=1.0
             )
             assert window.kind == "steady", (streams, spec.requests, window.why)
+
+
+def test_the_estimate_of_a_rate_search_counts_its_first_level_of_arrivals() -> None:
+    estimate = estimate_bench(bench(find_max="rate", rates=(2.0,), find_max_limit=50), None)
+    assert estimate.searching
+    assert "× at least 60 requests;" in estimate.describe()
