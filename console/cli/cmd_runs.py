@@ -39,7 +39,7 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
     r_cmp = sub.add_parser(
         "compare",
         parents=[common],
-        help="two runs or more side by side, changes beyond run-to-run noise marked",
+        help="two runs or more side by side; changes beyond within-run sampling noise marked",
     )
     r_cmp.add_argument("run_a", metavar="RUN1")
     r_cmp.add_argument("run_b", metavar="RUN2")
