@@ -1,10 +1,12 @@
 """How closely trace replay keeps a trace's arrival times: each request's send time (its
 `send_wall`) against the time its trace row asks for.
 
-A simulator at --sim-speed 1 (real time) on one core, the level runner on the other; two
-Poisson traces: short prompts at a high rate, and long prompts (2-8k tokens, whose JSON
-bodies take longest to build) at a lower one. Reported per trace: lateness median, p90, p99
-and max, and the drift (median lateness of the last third minus the first third).
+A simulator at --sim-speed 1 (real time) on one core, the level runner on the other; three
+traces: short prompts at a high Poisson rate, long prompts (2-8k tokens, whose JSON bodies
+take longest to build) at a lower one, and Mooncake-style agent sessions (hash ids, 4-18k
+tokens, each request resending its session's earlier blocks). Reported per trace: lateness
+median, p90, p99 and max, and the drift (median lateness of the last third minus the first
+third).
 
     python bench/trace_replay.py [--requests 600] [--no-write]
 """
@@ -29,7 +31,7 @@ from bench.common import update_results
 from console.bench.client import Endpoint, RequestResult, make_client
 from console.bench.levels import LevelSpec, Target, run_level
 from console.bench.workload import Workload
-from console.bench.workload_trace import Trace, TraceReplay, TraceRow
+from console.bench.workload_trace import MOONCAKE_BLOCK, Trace, TraceReplay, TraceRow
 from console.core.net import free_port
 
 MODEL = ["--model-path", "meta-llama/Llama-3.1-8B-Instruct"]
@@ -43,6 +45,28 @@ def poisson_trace(count: int, rate: float, inputs: tuple[int, int], seed: int) -
         rows.append(TraceRow(at, rng.randint(*inputs), rng.randint(8, 48)))
         at += rng.expovariate(rate)
     return Trace(f"poisson-{rate:g}/s", "jsonl", tuple(rows))
+
+
+def mooncake_trace(count: int, rate: float, sessions: int, seed: int) -> Trace:
+    """Mooncake-style agent traffic: each request continues one of `sessions` sessions,
+    resending its context (the session's earlier hash ids) plus 1-4 new 512-token blocks,
+    so most of every prompt is blocks an earlier row already named."""
+    rng = random.Random(seed)
+    contexts: list[list[int]] = [[] for _ in range(sessions)]
+    next_block = 0
+    at = 0.0
+    rows = []
+    for _ in range(count):
+        context = contexts[rng.randrange(sessions)]
+        if len(context) >= 32:
+            context.clear()
+        grow = rng.randint(1, 4) if context else rng.randint(8, 16)
+        context.extend(range(next_block, next_block + grow))
+        next_block += grow
+        length = len(context) * MOONCAKE_BLOCK - rng.randint(0, MOONCAKE_BLOCK - 1)
+        rows.append(TraceRow(at, length, rng.randint(8, 48), hash_ids=tuple(context)))
+        at += rng.expovariate(rate)
+    return Trace(f"mooncake-{sessions}-sessions-{rate:g}/s", "mooncake", tuple(rows))
 
 
 async def replay(url: str, trace: Trace) -> list[float]:
@@ -104,6 +128,7 @@ def main() -> None:
     traces = [
         poisson_trace(args.requests, 40.0, (64, 512), seed=1),
         poisson_trace(args.requests // 3, 10.0, (2048, 8192), seed=2),
+        mooncake_trace(args.requests // 6, 4.0, sessions=8, seed=3),
     ]
     lines = []
     try:
