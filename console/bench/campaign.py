@@ -23,7 +23,15 @@ import httpx
 from console import __version__
 from console.bench.cells import CellTraits, meta_from_plan, meta_from_server_info
 from console.bench.client import Endpoint, make_client
-from console.bench.find_max import LevelJudge, Pace, Search, describe, pace
+from console.bench.find_max import (
+    LevelJudge,
+    Pace,
+    Search,
+    describe,
+    drain_limit_s,
+    overdue_text,
+    pace,
+)
 from console.bench.levels import (
     LevelOutcome,
     LevelSpec,
@@ -69,6 +77,8 @@ OUTSIDE_STOP = "server stopped by user"
 """The reason a cell and its level are interrupted when their server is stopped from outside
 the campaign (the campaign then stops: no score for the cell, no next server)."""
 OUTSIDE_WATCH_S = 0.5
+DRAIN_POLL_S = 0.25
+"""How often a search's rate level checks whether it ran past its drain limit."""
 OPEN_LOOP_POOL = 1024
 """Connections for open-loop levels with no cap on requests in flight."""
 
@@ -629,6 +639,9 @@ class CampaignRunner:
         if slo is not None and self.options.search is not None:
             judge = self._judge(level, slo)
         first_finish: list[float] = []  # when the first request finished: the window opens
+        first_send: list[float] = []  # the earliest send seen: a rate level's clock
+        ended = [0]  # requests ended (failures included, cancelled ones not)
+        overdue: list[str] = []  # why a rate level was stopped past its drain limit
 
         def judge_result(result: RequestResult) -> None:
             """Stop the level once it cannot meet the SLO any more (a search's levels)."""
@@ -667,11 +680,31 @@ class CampaignRunner:
             )
             if not cancelled:
                 tracker.add(result)
+                first_send[:] = [min([result.send_wall, *first_send])]
+                ended[0] += 1
                 judge_result(result)
+
+        async def watch_drain(requests: int, rate: float) -> None:
+            """Stop a search's rate level still running past its drain limit: the server
+            fell behind, and its queue would take (rate - capacity) x the level's length /
+            capacity to drain."""
+            limit_s = drain_limit_s(requests, rate)
+            # Once every request ended nothing is in flight (the level reads its counters).
+            while not level_stop.is_set() and ended[0] < requests:
+                await asyncio.sleep(DRAIN_POLL_S)
+                late = first_send and (time.time() - first_send[0]) * target.time_scale > limit_s
+                if late and ended[0] < requests:
+                    overdue.append(overdue_text(ended[0], requests, rate))
+                    self.on_event(f"{cell.cell_id}: level {level.index + 1} {overdue[0]}")
+                    level_stop.set()
+                    return
 
         ticker = asyncio.create_task(self._tick_progress(tracker))
         watcher = asyncio.create_task(self._watch_outside_stop(cell, watched)) if watched else None
         relay = asyncio.create_task(_relay(self.stop, level_stop))
+        drain = None
+        if self.options.search is not None and level.rate and level.requests:
+            drain = asyncio.create_task(watch_drain(level.requests, level.rate))
         try:
             outcome = await run_level(
                 client,
@@ -683,11 +716,11 @@ class CampaignRunner:
                 stop=level_stop,
             )
         finally:
-            for task in (ticker, watcher, relay):
+            for task in (ticker, watcher, relay, drain):
                 if task is not None:
                     task.cancel()
             await asyncio.gather(
-                *(t for t in (ticker, watcher, relay) if t), return_exceptions=True
+                *(t for t in (ticker, watcher, relay, drain) if t), return_exceptions=True
             )
         self._progress = tracker.progress()
         self._requests_finished += tracker.completed
@@ -700,10 +733,12 @@ class CampaignRunner:
         outside = self.stopped_from_outside == cell.cell_id
         if errors and watched is not None and not outside:
             failure = await asyncio.to_thread(self._failure_of, cell)
-        stopped_early = judge is not None and judge.stopped
+        judged_early = judge is not None and judge.stopped
+        stopped_early = judged_early or bool(overdue)
         interrupted = outcome.interrupted and not stopped_early
         status = "interrupted" if interrupted or outside else "done"
-        early_stop = judge.why(slo.label()) if judge and stopped_early and slo else None
+        early_stop = judge.why(slo.label()) if judge and judged_early and slo else None
+        early_stop = early_stop or (overdue[0] if overdue else None)
         kept = None
         if self.options.search is not None and level.rate is not None:
             sent = [r for r in outcome.results if r.error != CANCELLED]

@@ -337,3 +337,23 @@ def pace(requests: Sequence[RequestResult], offered: float, time_scale: float = 
         completed_in_window=len(inside),
         e2e_s=statistics.median(inside) if inside else None,
     )
+
+
+def drain_limit_s(requests: int, rate: float) -> float:
+    """Server seconds from a rate level's first send by which a server that keeps up has
+    finished it: its arrivals (Poisson: `requests` take requests/rate, give or take
+    sqrt(requests)/rate, so three of those are allowed), then as long again to drain. A
+    level is many E2Es long (`search_levels.rate_seconds`), so a server that keeps up
+    drains in a small part of that; one that fell behind drains for (rate - capacity) x
+    its length / capacity, which the search does not wait for."""
+    arrivals = requests / rate
+    return arrivals + PACE_Z * math.sqrt(requests) / rate + arrivals
+
+
+def overdue_text(finished: int, requests: int, rate: float) -> str:
+    """The early stop of a rate level still running past `drain_limit_s`."""
+    return (
+        f"fell behind: {finished} of {requests} requests finished {requests / rate:.3g} s"
+        f" after the arrivals at {rate:g}/s were due to end (the server, or the client"
+        " sending them, does not carry this rate; the rest were cancelled)"
+    )

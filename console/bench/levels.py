@@ -608,9 +608,14 @@ async def _open_loop(
         task = asyncio.create_task(one(*item))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
+    # The drain gives way to a stop too: the requests still in flight are cancelled.
+    stopper = asyncio.ensure_future(stop.wait())
+    while tasks and not stop.is_set() and not failure:
+        await asyncio.wait({*tasks, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    stopper.cancel()
     if stop.is_set() or failure:
         for task in list(tasks):
             task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    await asyncio.gather(stopper, *tasks, return_exceptions=True)
     if failure:
         raise failure[0]

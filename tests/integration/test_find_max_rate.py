@@ -15,31 +15,38 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli_subprocess
-from tests.simproc import KIMI, running_sim
+from tests.simproc import KIMI, QWEN, running_sim
 
-# A closed loop to measure the server's capacity, then 6-10 rate levels of 3 s each at 10x.
+# Closed loops to measure the server's capacity, then 6-10 rate levels of 3 s each at 10x.
 pytestmark = pytest.mark.slow
 
 WORKLOAD = ["--input-len", "64", "--output-len", "8"]
 LIMIT = 400.0
 
 
+def _capacity(url: str) -> float:
+    """Requests per second a closed loop of 64 streams completes (its steady window)."""
+    closed = run_cli_subprocess(
+        "bench", "--url", url, "--concurrency", "64", "--requests", "195", *WORKLOAD,
+        "--json", timeout=300,
+    )  # fmt: skip
+    assert closed.returncode == 0, closed.stderr[-3000:]
+    (full,) = json.loads(closed.stdout)["cells"][0]["levels"]
+    assert full["window"] == "steady", full
+    assert full["request_s"] > 2.0, full
+    return float(full["request_s"])
+
+
 def test_a_rate_search_reports_no_knee_above_what_the_server_completes(tmp_path: Path) -> None:
     with running_sim(KIMI, tmp_path, speed=10) as sim:
-        closed = run_cli_subprocess(
-            "bench", "--url", sim.url, "--concurrency", "64", "--requests", "195", *WORKLOAD,
-            "--json", timeout=300,
-        )  # fmt: skip
-        assert closed.returncode == 0, closed.stderr[-3000:]
-        (full,) = json.loads(closed.stdout)["cells"][0]["levels"]
-        capacity = full["request_s"]
-        assert full["window"] == "steady"
-        assert capacity > 2.0, full
+        before = _capacity(sim.url)
         found = run_cli_subprocess(
             "bench", "--url", sim.url, "--find-max", "rate", "--rate", "2",
             "--find-max-limit", f"{LIMIT:g}", *WORKLOAD, "--slo", "e2e=1000s", "--json",
             timeout=600,
         )  # fmt: skip
+        # The box's load moves the simulator's capacity: measured on both sides of the search.
+        capacity = max(before, _capacity(sim.url))
     assert found.returncode == 0, found.stderr[-3000:]
     said = found.stdout + found.stderr
     cell = json.loads(found.stdout)["cells"][0]
@@ -54,6 +61,9 @@ def test_a_rate_search_reports_no_knee_above_what_the_server_completes(tmp_path:
     assert knee["value"] is not None, said[-3000:]
     assert knee["first_failing"] is not None, said[-3000:]
     assert knee["value"] <= 1.5 * capacity, (knee, capacity)
+    # At the knee the server completed about the rate it was offered.
+    (at_knee,) = [lv for lv in levels if lv["rate"] == knee["value"]]
+    assert at_knee["request_s"] >= 0.75 * knee["value"], at_knee
     behind = [lv for lv in levels if lv.get("early_stop")]
     assert behind
     # The server (or, on a loaded box, the client sending) fell behind the offered rate.
@@ -77,3 +87,24 @@ def test_a_rate_search_refuses_a_cap_on_requests_in_flight(tmp_path: Path) -> No
     assert "--concurrency 2" in result.stderr
     assert "drop --concurrency for a rate search" in result.stderr
     assert "-> " not in result.stderr  # no run folder was made
+
+
+def test_a_rate_far_above_capacity_stops_at_its_drain_limit(tmp_path: Path) -> None:
+    """16/s on a server that completes about 2/s: 480 requests whose queue would drain for
+    minutes. The level stops once it runs past its arrivals and as long again, as done and
+    failing (`fell behind`), with the requests still in flight cancelled."""
+    with running_sim(QWEN, tmp_path, speed=20) as sim:
+        found = run_cli_subprocess(
+            "bench", "--url", sim.url, "--find-max", "rate", "--rate", "16",
+            "--find-max-limit", "16", *WORKLOAD, "--slo", "e2e=1000s", "--json",
+            timeout=300,
+        )  # fmt: skip
+    assert found.returncode == 0, found.stderr[-3000:]
+    cell = json.loads(found.stdout)["cells"][0]
+    (level,) = cell["levels"]
+    assert level["status"] == "done"
+    assert level["early_stop"].startswith("fell behind: "), level
+    assert "were due to end" in level["early_stop"]
+    assert level["requests"] + level["errors"] < 480
+    assert not level["slo_pass"]
+    assert (cell["knee"]["value"], cell["knee"]["first_failing"]) == (None, 16.0)

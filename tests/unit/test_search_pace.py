@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 
-from console.bench.find_max import Pace, pace
+from console.bench.find_max import Pace, drain_limit_s, overdue_text, pace
 from console.bench.knee import knee_of
 from console.bench.results import LevelSummary, RequestResult
 from console.bench.slo import parse_slo
@@ -101,3 +101,15 @@ def test_a_sweep_level_that_never_reached_its_streams_is_not_in_the_knee() -> No
     early = knee_of([_level(0, 4, 16, True), stopped], slo, searched=True)
     assert early is not None
     assert (early.value, early.first_failing) == (4.0, 8.0)
+
+
+def test_a_rate_level_may_run_its_arrivals_and_as_long_again() -> None:
+    """480 requests at 16/s: 30 s of arrivals, 4.1 s of Poisson slack, 30 s to drain. A
+    server that keeps up (E2E a tenth of the level) is done long before."""
+    assert abs(drain_limit_s(480, 16.0) - (30.0 + 3 * 480**0.5 / 16 + 30.0)) < 1e-9
+    kept_up = fifo(16.0, 20.0, 30, base_s=3.0)
+    last_finish = max(r.send_wall + (r.e2e_s or 0.0) for r in kept_up)
+    assert last_finish - kept_up[0].send_wall < drain_limit_s(len(kept_up), 16.0)
+    text = overdue_text(195, 480, 16.0)
+    assert text.startswith("fell behind: 195 of 480 requests finished 30 s after the arrivals")
+    assert "the rest were cancelled" in text
