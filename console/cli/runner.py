@@ -149,6 +149,7 @@ def run_options(request: RunRequest) -> RunOptions:
     from console.bench.client import Endpoint
     from console.bench.request import BenchRequest
     from console.bench.search_levels import search_for
+    from console.bench.workload_files import check_endpoint
 
     if isinstance(request, BenchRequest):
         endpoint, find_max, limit = request.endpoint, request.find_max, request.find_max_limit
@@ -156,10 +157,16 @@ def run_options(request: RunRequest) -> RunOptions:
         spec = request.spec
         endpoint, find_max, limit = spec.endpoint, spec.find_max, spec.find_max_limit
     levels = request.levels()
+    workload = request.workload()
+    # Token ids on the chat endpoint would go as decimal digits: refused, naming the flag
+    # or the campaign key.
+    check_endpoint(
+        endpoint, workload, "--endpoint" if isinstance(request, BenchRequest) else "endpoint"
+    )
     if find_max is None:
-        return RunOptions(Endpoint(endpoint), request.workload(), levels)
+        return RunOptions(Endpoint(endpoint), workload, levels)
     search, template = search_for(find_max, limit, levels)
-    return RunOptions(Endpoint(endpoint), request.workload(), [template], search=search)
+    return RunOptions(Endpoint(endpoint), workload, [template], search=search)
 
 
 def check_search(request: RunRequest, where: str) -> None:

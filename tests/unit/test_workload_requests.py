@@ -140,3 +140,18 @@ def test_chat_endpoint_takes_text_and_other_endpoints_take_ids(tmp_path: Path):
     for endpoint in ("generate", "completions"):
         for name in ("random", "chat", "mooncake-agent"):
             check_endpoint(endpoint, resolve(name, base))
+
+
+def test_campaign_chat_endpoint_refuses_token_id_workloads():
+    from console.cli.runner import run_options
+
+    base = {"name": "c", "profile": "p", "layouts": ["tp1"], "variants": ["off"]}
+    spec = CampaignSpec.model_validate({**base, "endpoint": "chat", "workload": "multi-turn"})
+    with pytest.raises(UsageError) as caught:
+        run_options(CampaignRequest(spec=spec))
+    assert str(caught.value).startswith(
+        "endpoint chat sends text, and this workload is multi-turn (token ids): use endpoint"
+        " generate or completions"
+    )
+    text = CampaignSpec.model_validate({**base, "endpoint": "chat", "workload": "chat-prompts"})
+    assert run_options(CampaignRequest(spec=text)).endpoint == "chat"
