@@ -603,7 +603,7 @@ async def _open_loop(
                 pass
         if item is None:
             item = await prompts.take(stop)
-            if item is None:
+            if item is None or (deadline is not None and time.perf_counter() >= deadline):
                 break
         task = asyncio.create_task(one(*item))
         tasks.add(task)

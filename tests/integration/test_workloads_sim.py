@@ -214,6 +214,20 @@ def test_multi_turn_sends_a_turn_only_after_the_previous_one_finished(
         assert result.send_wall >= finished - 0.001, (index, result.send_wall - finished)
 
 
+def test_multi_turn_duration_level_ends_at_its_deadline(sim: SimProcess):
+    """A timed level has no request count: streams waiting for a conversation's previous
+    turn still stop at the deadline, and the turns sent keep their order."""
+    workload = Workload(input_len=64, output_len=16, source=TURNS)
+    outcome, results = _run(sim, workload, LevelSpec(4, 6, None, None, 1.5, warmup=0))
+    assert results
+    assert outcome.wall_s < 1.5 / SPEED + 30  # ended: the deadline plus the last answers
+    for index, result in results.items():
+        before = TURNS.after(index)
+        if before is not None:
+            previous = results[before]
+            assert result.send_wall >= previous.send_wall + (previous.e2e_s or 0.0) / SPEED - 0.001
+
+
 def _trace(count: int, gap_s: float) -> Trace:
     rows = tuple(
         TraceRow(index * gap_s + (0.37 * gap_s if index % 3 == 1 else 0.0), 48 + index % 5, 6)
