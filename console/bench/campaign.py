@@ -588,6 +588,9 @@ class CampaignRunner:
             if self.options.search is not None:
                 text = search_text(self.options.search, self._slo(cell), self.options.levels[0])
                 self.on_event(f"{cell.cell_id}: {text}")
+            else:
+                for line in short_levels(self.options.levels):
+                    self.on_event(f"{cell.cell_id}: {line}")
             try:
                 level: LevelSpec | None = first
                 # A level index proposed twice in one attempt (a summary that lost its
@@ -878,6 +881,22 @@ def search_text(search: Search, slo: Slo | None, template: LevelSpec) -> str:
     requests; each level sends max(16, 3 x streams + 3) requests, ...`."""
     goal = f" for {slo.label()} at {slo.attainment * 100:g}% of requests" if slo else ""
     return f"searching {describe(search)}{goal}; {sizing(search, template)}"
+
+
+def short_levels(levels: list[LevelSpec]) -> list[str]:
+    """A warning for each closed-loop level that sends fewer requests than its streams: its
+    load is never in flight, so it is left out of the knee."""
+    return [
+        f"level {level.index + 1} (concurrency {level.concurrency}) sends {level.requests}"
+        f" requests, fewer than its streams: that load is never in flight and the level is"
+        f" left out of the knee; give --requests (campaign: `requests`) of at least"
+        f" {3 * level.concurrency + 3} for a steady window"
+        for level in levels
+        if level.rate is None
+        and level.concurrency
+        and level.requests is not None
+        and level.requests < level.concurrency
+    ]
 
 
 def _slo_text(level: LevelSummary, slo: Slo | None) -> str:
