@@ -49,6 +49,8 @@ DEFAULT_SCRAPE_INTERVAL_S = 15.0
 """Assumed when /api/v1/targets does not say (Prometheus' shipped prometheus.yml sets 15s)."""
 HISTORY_S = 3600
 """An instance whose SGLang series vanished within this long is still listed (stale)."""
+GPU_PRESENCE = "DCGM_FI_DEV_GPU_UTIL|DCGM_FI_DEV_FB_USED|gpu_utilization_Percentage"
+"""Series whose presence makes an (instance, index) a GPU."""
 SOURCE_NAME = SourceId("console", "prometheus")
 """The poller's key for this source; it reports under the servers' and GPUs' own ids."""
 
@@ -76,6 +78,14 @@ def rate_query(selector: str, window_s: float, by: str = "instance") -> str:
 
 def bucket_query(histogram: str, window_s: float) -> str:
     return f"sum by (instance, le) (increase({histogram}_bucket[{promql_duration(window_s)}]))"
+
+
+def gpu_history_query() -> str:
+    """Every GPU an exporter reported within HISTORY_S, by instance and index label."""
+    return (
+        'group by (instance, gpu, index) (last_over_time({__name__=~"'
+        f'{GPU_PRESENCE}"}}[{HISTORY_S}s]))'
+    )
 
 
 def history_query() -> str:
@@ -170,7 +180,9 @@ class PrometheusSource:
         self.instances: list[str] = []
         """The SGLang servers (scrape instances) known so far."""
         self.targets: list[Target] = []
-        self._gpus: set[SourceId] = set()
+        self._gpu_numbers: dict[tuple[str, int], int] = {}
+        """The console's index of each (exporter instance, GPU index) seen: kept, so a GPU's
+        number never moves while exporters come and go."""
         self._last_ok: dict[SourceId, float] = {}
 
     def rate_window(self, targets: list[Target]) -> float:
@@ -189,6 +201,7 @@ class PrometheusSource:
                 gauges_query(),
                 history_query(),
                 GPU_SELECTOR,
+                gpu_history_query(),
                 rate_query(
                     'sglang:realtime_tokens_total{mode="decode",dp_rank!=""}',
                     window,
@@ -204,12 +217,12 @@ class PrometheusSource:
         self.problem = None
         self.targets = targets
         self.rate_window_s = window
-        gauges, history, gpus, rank_rates, *rest = answers
+        gauges, history, gpus, gpu_history, rank_rates, *rest = answers
         rates = dict(zip(COUNTER_RATES, rest[: len(COUNTER_RATES)], strict=True))
         buckets = dict(zip(HISTOGRAMS, rest[len(COUNTER_RATES) :], strict=True))
         result = PollResult()
         self._servers(result, now, targets, gauges, history, rates, rank_rates, buckets, window)
-        self._gpu_samples(result, now, targets, gpus)
+        self._gpu_samples(result, now, targets, gpus, gpu_history)
         return result
 
     def _unreachable(self, reason: str) -> PollResult:
@@ -350,31 +363,44 @@ class PrometheusSource:
         )
 
     def _gpu_samples(
-        self, result: PollResult, now: float, targets: list[Target], series: list[Series]
+        self,
+        result: PollResult,
+        now: float,
+        targets: list[Target],
+        series: list[Series],
+        history: list[Series],
     ) -> None:
         readings = gpu_readings([(dict(s.labels), s.value) for s in series])
-        instances = sorted({r.instance for r in readings})
-        numbered = gpu_numbers(readings)
-        seen: set[SourceId] = set()
+        keys = sorted({*gpu_keys(history), *((r.instance, r.index) for r in readings)})
+        self._gpu_numbers = gpu_numbers(keys, self._gpu_numbers)
+        exporters = {instance for instance, _ in self._gpu_numbers}
+        by_target = {t.instance: t for t in targets}
+        current = set()
         for reading in readings:
-            index = numbered[(reading.instance, reading.index)]
+            index = self._gpu_numbers[(reading.instance, reading.index)]
             gpu = SourceId.gpu(index)
-            seen.add(gpu)
+            current.add((reading.instance, reading.index))
+            self._last_ok[gpu] = now
             result.samples.append(gpu_sample(reading, index, now))
             result.statuses.append(SourceStatus(name=gpu, state=SourceState.OK, last_ok_mono=now))
-        for gone in sorted(self._gpus - seen):
+        for key, index in sorted(self._gpu_numbers.items(), key=lambda item: item[1]):
+            if key in current:
+                continue
+            target = by_target.get(key[0])
+            reason = "its exporter's series are gone from Prometheus"
+            if target is not None and target.health == "down":
+                reason = f"exporter {target.instance} down: {target.last_error}"
+            gpu = SourceId.gpu(index)
             result.statuses.append(
                 SourceStatus(
-                    name=gone,
+                    name=gpu,
                     state=SourceState.STALE,
-                    reason="its exporter's series are gone from Prometheus",
-                    last_ok_mono=self._last_ok.get(gone),
+                    reason=reason,
+                    last_ok_mono=self._last_ok.get(gpu),
                 )
             )
-        self._gpus |= seen
-        for gpu in seen:
-            self._last_ok[gpu] = now
-        if not readings:
+        gpu_down = [t for t in targets if t.health == "down" and t.instance in exporters]
+        if not readings and not gpu_down:
             result.statuses.append(
                 SourceStatus(
                     name=SourceId.GPUS,
@@ -383,8 +409,7 @@ class PrometheusSource:
                 )
             )
             return
-        gpu_down = [t for t in targets if t.health == "down" and t.instance in instances]
-        reason = (
+        down_reason = (
             "; ".join(f"exporter {t.instance} down: {t.last_error}" for t in gpu_down)
             if gpu_down
             else None
@@ -392,9 +417,11 @@ class PrometheusSource:
         result.statuses.append(
             SourceStatus(
                 name=SourceId.GPUS,
-                state=SourceState.DEGRADED if gpu_down else SourceState.OK,
-                reason=reason,
-                last_ok_mono=now,
+                state=(SourceState.STALE if not readings else SourceState.DEGRADED)
+                if gpu_down
+                else SourceState.OK,
+                reason=down_reason,
+                last_ok_mono=now if readings else None,
             )
         )
 
@@ -424,14 +451,35 @@ def rank_figures(
     )
 
 
-def gpu_numbers(readings: list[GpuReading]) -> dict[tuple[str, int], int]:
-    """The console's GPU index for each (instance, exporter index): the exporter's own with
-    one exporter instance; numbered instance by instance with several (GPU 0 of the second
-    host follows the first host's last)."""
-    instances = sorted({r.instance for r in readings})
-    if len(instances) <= 1:
-        return {(r.instance, r.index): r.index for r in readings}
-    return {(r.instance, r.index): n for n, r in enumerate(readings)}
+def gpu_keys(history: list[Series]) -> list[tuple[str, int]]:
+    """(instance, index) of each GPU in a `gpu_history_query` answer (DCGM's index label is
+    `gpu`, nvitop-exporter's `index`)."""
+    keys = []
+    for item in history:
+        text = item.labels.get("gpu") or item.labels.get("index") or ""
+        if text.isdigit():
+            keys.append((item.labels.get("instance", ""), int(text)))
+    return keys
+
+
+def gpu_numbers(
+    keys: list[tuple[str, int]], known: dict[tuple[str, int], int] | None = None
+) -> dict[tuple[str, int], int]:
+    """The console's GPU index for each (instance, exporter index), `known` ones kept: the
+    exporter's own while one exporter instance is known; with several, numbered host by host
+    in instance order (GPU 0 of the second host follows the first host's last). Prometheus
+    remembers every GPU seen within the hour, so numbers hold while exporters come and go."""
+    numbers = dict(known or {})
+    single = len({i for i, _ in numbers} | {i for i, _ in keys}) <= 1
+    for key in sorted(keys):
+        if key in numbers:
+            continue
+        taken = set(numbers.values())
+        if single and key[1] not in taken:
+            numbers[key] = key[1]
+        else:
+            numbers[key] = max(taken, default=-1) + 1
+    return numbers
 
 
 def gpu_sample(reading: GpuReading, index: int, now: float) -> GpuSample:

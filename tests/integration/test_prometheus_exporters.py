@@ -15,8 +15,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -32,16 +30,19 @@ pytestmark = pytest.mark.slow
 MIB = 1024 * 1024
 
 
-@contextmanager
-def exporter(registry: CollectorRegistry) -> Iterator[str]:
-    port = free_port()
-    httpd, thread = start_http_server(port, addr="127.0.0.1", registry=registry)
-    try:
-        yield f"127.0.0.1:{port}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=5)
+class Exporter:
+    """A prometheus_client exporter on a free loopback port, stopped with `stop()`."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        port = free_port()
+        self.httpd, self.thread = start_http_server(port, addr="127.0.0.1", registry=registry)
+        self.address = f"127.0.0.1:{port}"
+
+    def stop(self) -> None:
+        if self.thread.is_alive():
+            self.httpd.shutdown()
+            self.httpd.server_close()
+            self.thread.join(timeout=5)
 
 
 def dcgm_registry() -> CollectorRegistry:
@@ -100,39 +101,64 @@ def _eventually(check, timeout: float = 15.0):
 
 
 def test_dcgm_and_nvitop_gpus_through_prometheus(cli, prometheus_binary, tmp_path):
-    with exporter(dcgm_registry()) as dcgm, exporter(nvitop_registry()) as nvitop:
-        jobs = {"dcgm": [dcgm], "nvitop": [nvitop]}
+    dcgm, nvitop = Exporter(dcgm_registry()), Exporter(nvitop_registry())
+    jobs = {"dcgm": [dcgm.address], "nvitop": [nvitop.address]}
+    try:
         with running_prometheus(prometheus_binary, jobs, tmp_path) as prom:
+            _check_gpus(cli, prom.url, nvitop)
+        # Prometheus gone: a clear error, no traceback.
+        result = cli("metrics", "--once", "--prometheus", prom.url)
+        assert result.code == 1
+        assert "connection refused" in result.err
+    finally:
+        dcgm.stop()
+        nvitop.stop()
 
-            def all_gpus() -> dict:
-                reading = _reading(cli, prom.url)
-                assert len(reading["gpus"]) == 3, reading["gpus"]
-                return reading
 
-            reading = _eventually(all_gpus)
-            # Two exporter instances: numbered host by host, sorted by instance.
-            by_name: dict[str, list[dict]] = {g["name"]: [] for g in reading["gpus"]}
-            for gpu in reading["gpus"]:
-                by_name[gpu["name"]].append(gpu)
-            h200 = sorted(by_name["NVIDIA H200"], key=lambda g: g["index"])
-            [rtx] = by_name["NVIDIA RTX PRO 6000"]
-            assert [g["util_pct"] for g in h200] == [40, 41]
-            assert h200[1]["mem_used_bytes"] == 2000 * MIB
-            assert h200[1]["mem_total_bytes"] == 7000 * MIB
-            assert h200[0]["power_w"] == 300.5
-            assert h200[0]["pcie_rx_bytes_s"] == 2.0e9
-            assert rtx["util_pct"] == 75
-            assert rtx["mem_total_bytes"] == 97887 * MIB
-            assert rtx["pcie_tx_bytes_s"] == 12 * MIB
-            assert {g["state"] for g in reading["gpus"]} == {"ok"}
-            assert sorted(g["index"] for g in reading["gpus"]) == [0, 1, 2]
-            gpu_source = next(s for s in reading["sources"] if s["name"] == "gpu")
-            assert gpu_source["state"] == "ok"
-            assert reading["servers"] == []
-        # Exporters stopped with Prometheus still down: a clear error, no traceback.
-    result = cli("metrics", "--once", "--prometheus", prom.url)
-    assert result.code == 1
-    assert "connection refused" in result.err
+def _check_gpus(cli, url: str, nvitop: Exporter) -> None:
+    def all_gpus() -> dict:
+        reading = _reading(cli, url)
+        assert len(reading["gpus"]) == 3, reading["gpus"]
+        return reading
+
+    reading = _eventually(all_gpus)
+    # Two exporter instances: numbered host by host, sorted by instance.
+    by_name: dict[str, list[dict]] = {g["name"]: [] for g in reading["gpus"]}
+    for gpu in reading["gpus"]:
+        by_name[gpu["name"]].append(gpu)
+    h200 = sorted(by_name["NVIDIA H200"], key=lambda g: g["index"])
+    [rtx] = by_name["NVIDIA RTX PRO 6000"]
+    assert [g["util_pct"] for g in h200] == [40, 41]
+    assert h200[1]["mem_used_bytes"] == 2000 * MIB
+    assert h200[1]["mem_total_bytes"] == 7000 * MIB
+    assert h200[0]["power_w"] == 300.5
+    assert h200[0]["pcie_rx_bytes_s"] == 2.0e9
+    assert rtx["util_pct"] == 75
+    assert rtx["mem_total_bytes"] == 97887 * MIB
+    assert rtx["pcie_tx_bytes_s"] == 12 * MIB
+    assert {g["state"] for g in reading["gpus"]} == {"ok"}
+    assert sorted(g["index"] for g in reading["gpus"]) == [0, 1, 2]
+    gpu_source = next(s for s in reading["sources"] if s["name"] == "gpu")
+    assert gpu_source["state"] == "ok"
+    assert reading["servers"] == []
+
+    # The nvitop exporter stops: its GPU is stale with Prometheus' lastError, the GPU source
+    # names the exporter, and the DCGM GPUs keep their numbers.
+    nvitop.stop()
+
+    def nvitop_down() -> dict:
+        reading = _reading(cli, url)
+        gpu_source = next(s for s in reading["sources"] if s["name"] == "gpu")
+        assert gpu_source["state"] == "degraded", gpu_source
+        return reading
+
+    reading = _eventually(nvitop_down)
+    gpu_source = next(s for s in reading["sources"] if s["name"] == "gpu")
+    assert f"exporter {nvitop.address} down" in gpu_source["reason"]
+    states = {g["index"]: (g["state"], g["reason"]) for g in reading["gpus"]}
+    assert states[rtx["index"]][0] == "stale"
+    assert "connection refused" in states[rtx["index"]][1]
+    assert [states[g["index"]][0] for g in h200] == ["ok", "ok"]
 
 
 def test_prometheus_scrapes_the_consoles_own_metrics(prometheus_binary, tmp_path):

@@ -19,6 +19,7 @@ from console.telemetry.prom_api import (
 from console.telemetry.prom_names import MIB, gpu_readings
 from console.telemetry.prom_source import (
     by_instance,
+    gpu_keys,
     gpu_numbers,
     gpu_sample,
     histogram_of,
@@ -246,17 +247,27 @@ def test_series_without_index_or_value_are_left_out():
 
 
 def test_gpus_of_several_hosts_are_numbered_host_by_host():
-    readings = gpu_readings(
-        [
-            _s("DCGM_FI_DEV_GPU_UTIL", 1, instance=i, gpu=g)
-            for i in ("b:1", "a:1")
-            for g in ("1", "0")
-        ]
-    )
-    numbers = gpu_numbers(readings)
-    assert numbers == {("a:1", 0): 0, ("a:1", 1): 1, ("b:1", 0): 2, ("b:1", 1): 3}
-    single = gpu_readings([_s("DCGM_FI_DEV_GPU_UTIL", 1, instance="a:1", gpu="5")])
-    assert gpu_numbers(single) == {("a:1", 5): 5}
+    keys = [("b:1", 1), ("b:1", 0), ("a:1", 1), ("a:1", 0)]
+    assert gpu_numbers(keys) == {("a:1", 0): 0, ("a:1", 1): 1, ("b:1", 0): 2, ("b:1", 1): 3}
+    assert gpu_numbers([("a:1", 5)]) == {("a:1", 5): 5}
+
+
+def test_gpu_numbers_never_move_while_exporters_come_and_go():
+    numbers = gpu_numbers([("b:1", 0), ("b:1", 1)])
+    assert numbers == {("b:1", 0): 0, ("b:1", 1): 1}
+    # A second host appears: its GPUs follow; the first host's keep their numbers.
+    numbers = gpu_numbers([("a:1", 0), ("a:1", 1), ("b:1", 0)], numbers)
+    assert numbers == {("b:1", 0): 0, ("b:1", 1): 1, ("a:1", 0): 2, ("a:1", 1): 3}
+    assert gpu_numbers([], numbers) == numbers
+
+
+def test_gpu_history_keys_read_either_exporters_index_label():
+    history = [
+        Series({"instance": "n:9400", "gpu": "3"}, 1, 0),
+        Series({"instance": "m:5050", "index": "0"}, 1, 0),
+        Series({"instance": "m:5050"}, 1, 0),
+    ]
+    assert gpu_keys(history) == [("n:9400", 3), ("m:5050", 0)]
 
 
 # -- target health -> source state ------------------------------------------------------------
