@@ -81,7 +81,8 @@ def _passed(_: CellSummary, level: LevelSummary) -> str | None:
     if level.slo_pass is None:
         return None
     if level.early_stop:
-        return "FAIL (stopped early)"
+        # `stopped early: 3 of 16 requests missed ...`, `fell behind: completed 10/s ...`.
+        return f"FAIL ({level.early_stop.split(':', 1)[0]})"
     return "pass" if level.slo_pass else "FAIL"
 
 
