@@ -216,9 +216,13 @@ class SimServer:
         self.state: SimState | None = None
         self.stopping = asyncio.Event()
         self.exit_code = 0
-        start = self.node_rank * self.local_tp
         prefixes = rank_prefixes(self.tp, self.dp, self.widths)
-        self.ranks = RankLog(log, prefixes[start : start + self.local_tp] or prefixes)
+        if self.nnodes > 1:
+            # A node logs for its own TP ranks only (multi-node refuses DP, so TP is the
+            # only dimension the nodes split).
+            start = self.node_rank * self.local_tp
+            prefixes = prefixes[start : start + self.local_tp] or prefixes
+        self.ranks = RankLog(log, prefixes)
         self.serving = False
         """True once SGLang's serving-phase SIGQUIT handler would be installed: at the first
         generate request, the warmup's."""
