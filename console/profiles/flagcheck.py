@@ -151,8 +151,22 @@ def _run_probe(
 
 
 def _cache_key(interpreter: str, version: str, args: list[str]) -> str:
-    digest = hashlib.sha256(json.dumps(args).encode()).hexdigest()[:24]
+    digest = hashlib.sha256(json.dumps(_stable(args)).encode()).hexdigest()[:24]
     return f"{interpreter}|{version}|{digest}"
+
+
+def _stable(args: list[str]) -> list[str]:
+    """The arguments with a multi-node plan's rendezvous address (a port picked free at each
+    plan) replaced by a placeholder: the same flags check the same whatever the port."""
+    out: list[str] = []
+    for index, arg in enumerate(args):
+        if index and args[index - 1] == "--dist-init-addr":
+            out.append("HOST:PORT")
+        elif arg.startswith("--dist-init-addr="):
+            out.append("--dist-init-addr=HOST:PORT")
+        else:
+            out.append(arg)
+    return out
 
 
 def _load_cache(path: Path) -> dict[str, Any]:

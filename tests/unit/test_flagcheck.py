@@ -76,7 +76,8 @@ def test_check_reports_flags_and_caches(cli, fake_sglang):
     first = cli("profiles", "check", "kimi-k2.6", "--python", str(wrapper), "--demo", "--json")
     assert first.code == 1, first.err
     report = json.loads(first.out)
-    by_variant = {p["variant"]: p for p in report["plans"]}
+    # The single-node layout's plans (the stand-in's ServerArgs has no --nnodes).
+    by_variant = {p["variant"]: p for p in report["plans"] if p["layout"] == "tp8"}
     assert by_variant["off"]["ok"] is True
     assert by_variant["off"]["sglang_version"] == "9.9.9"
     eagle = by_variant["eagle3"]
