@@ -13,9 +13,8 @@ import json
 import threading
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from console.bench.acceptance import drop_position, sum_histograms
 from console.bench.findings import find_all
@@ -194,19 +193,37 @@ def summarize_level(
         window_start_s=window.start_s,
         window_end_s=window.end_s,
         counted_requests=len(ok),
-        **_slo_fields(
-            slo,
-            judged,
-            duration,
-            ok,
-            window.output_tokens,
-            window.completions,
-            level.early_stop,
+        **asdict(
+            _slo_figures(
+                slo,
+                judged,
+                duration,
+                ok,
+                window.output_tokens,
+                window.completions,
+                level.early_stop,
+            )
         ),
     )
 
 
-def _slo_fields(
+@dataclass(frozen=True, slots=True)
+class SloFigures:
+    """A level's figures against its SLO (the LevelSummary fields of the same names); all
+    None without an SLO or a measured request."""
+
+    slo_met: int | None = None
+    slo_counted: int | None = None
+    slo_attainment: float | None = None
+    slo_pass: bool | None = None
+    slo_ttft_attainment: float | None = None
+    slo_itl_attainment: float | None = None
+    slo_e2e_attainment: float | None = None
+    goodput_tok_s: float | None = None
+    goodput_req_s: float | None = None
+
+
+def _slo_figures(
     slo: Slo | None,
     judged: SloOutcome | None,
     duration: float,
@@ -214,13 +231,12 @@ def _slo_fields(
     window_tokens: float,
     completions: int,
     early_stop: str | None = None,
-) -> dict[str, Any]:
-    """The level's SLO figures; none without an SLO or a measured request. Goodput is the
-    throughput's share that good requests generated: their output tokens over all of the
-    counted requests', times the window's tokens, so it equals throughput when every
-    request met the SLO."""
+) -> SloFigures:
+    """Goodput is the throughput's share that good requests generated: their output tokens
+    over all of the counted requests', times the window's tokens, so it equals throughput
+    when every request met the SLO."""
     if slo is None or judged is None or not judged.counted:
-        return {}
+        return SloFigures()
     passed = judged.passes(slo)
     if early_stop is not None:
         # A search stopped it once it could no longer reach the attainment.
@@ -232,20 +248,20 @@ def _slo_fields(
         if duration > 0 and counted_tokens
         else None
     )
-    return {
-        "slo_met": judged.met,
-        "slo_counted": judged.counted,
-        "slo_attainment": judged.attainment,
-        "slo_pass": passed,
-        "slo_ttft_attainment": by_metric.get("ttft"),
-        "slo_itl_attainment": by_metric.get("itl"),
-        "slo_e2e_attainment": by_metric.get("e2e"),
-        "goodput_tok_s": goodput,
+    return SloFigures(
+        slo_met=judged.met,
+        slo_counted=judged.counted,
+        slo_attainment=judged.attainment,
+        slo_pass=passed,
+        slo_ttft_attainment=by_metric.get("ttft"),
+        slo_itl_attainment=by_metric.get("itl"),
+        slo_e2e_attainment=by_metric.get("e2e"),
+        goodput_tok_s=goodput,
         # Completions in the window, in the share of the counted requests that were good.
-        "goodput_req_s": (
+        goodput_req_s=(
             completions * judged.met / len(counted) / duration if duration > 0 and counted else None
         ),
-    }
+    )
 
 
 def _gpu_readings(
