@@ -24,7 +24,13 @@ BUILDERS = {
     "HostSource": {"console/telemetry/hub.py"},
     "CostSource": {"console/telemetry/hub.py"},
     "SglangSource": {"console/telemetry/hub.py"},
-    "TelemetryHub": {"console/server/monitor.py", "console/bench/recorder.py"},
+    # `metrics --prometheus` reads no host source (Prometheus holds them): a hub of its own
+    # until the monitor takes a Prometheus source.
+    "TelemetryHub": {
+        "console/server/monitor.py",
+        "console/bench/recorder.py",
+        "console/cli/prom_metrics.py",
+    },
     "Monitor": {"console/cli/services.py"},
     # The telemetry HTTP client is the hub's; the benchmark's load client (client.py) is
     # lent to the run's recorder rather than a second one built.
