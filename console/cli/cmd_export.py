@@ -98,6 +98,8 @@ async def _run(
     monitor: Monitor, runs_root: Any, address: tuple[str, int] | None, interval_s: float
 ) -> int:
     import asyncio
+    import contextlib
+    import signal
     import time
 
     from prometheus_client import generate_latest, start_http_server
@@ -126,14 +128,21 @@ async def _run(
     print(f"serving ddconsole's metrics on http://{host}:{port}/metrics", file=sys.stderr)
     summary: RunSummary | None = None
     runs_read = -RUNS_EVERY_S
+    # Ctrl-C and SIGTERM end the loop at once (the wait below gives way to them).
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
     try:
         await monitor.start()
-        while True:
+        while not stop.is_set():
             if time.monotonic() - runs_read >= RUNS_EVERY_S:
                 summary = latest_summary(runs_root)
                 runs_read = time.monotonic()
             exposition.update(families(monitor.store, summary))
-            await asyncio.sleep(interval_s)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), interval_s)
+        return 0
     except (KeyboardInterrupt, asyncio.CancelledError):
         return 0
     finally:
