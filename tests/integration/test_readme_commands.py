@@ -69,6 +69,9 @@ SECTIONS = [
     "Servers",
     "Diagnosing a log",
     "Benchmarks and campaigns",
+    "Workloads",
+    "Steady state, SLOs and goodput",
+    "Plots, reports and comparing runs",
     "Telemetry",
     "Snapshots, recordings and replay",
     "The simulator",
@@ -126,6 +129,29 @@ SPECS: dict[str, Spec] = {
     "ddconsole runs show RUN --follow": Spec(rewrite=(("RUN", "{detached}"),)),
     "ddconsole runs stop RUN --yes": Spec(rewrite=(("RUN", "{running}"),), setup="running_bench"),
     "ddconsole runs compare RUN1 RUN2": Spec(rewrite=(("RUN1", "{run1}"), ("RUN2", "{run2}"))),
+    # The sections after the campaign (which stopped every server) bench the demo server.
+    "ddconsole bench --url URL --workload multi-turn --concurrency 8": Spec(
+        rewrite=(("URL", "{url}"),), setup="bench_server"
+    ),
+    "ddconsole bench --url URL --workload shared-prefix:prefix_len=1024,groups=8 "
+    "--concurrency 16": Spec(rewrite=(("URL", "{url}"),)),
+    "ddconsole bench --url URL --workload chat-prompts": Spec(rewrite=(("URL", "{url}"),)),
+    "ddconsole bench --url URL --trace workloads/mooncake-agent.jsonl --replay-speed 2": Spec(
+        rewrite=(("URL", "{url}"), ("--replay-speed 2", "--replay-speed 20"))
+    ),
+    "ddconsole bench --server qwen3.6-27b-tp1-1 --concurrency 1,4,16 --requests 64 \\\n"
+    "    --slo ttft=2s,itl=50ms": Spec(setup="bench_server"),
+    "ddconsole bench --server qwen3.6-27b-tp1-1 --find-max concurrency --slo ttft=500ms "
+    "--attainment 0.99": Spec(
+        rewrite=(("--find-max concurrency", "--find-max concurrency --find-max-limit 4"),)
+    ),
+    "ddconsole runs report RUN": Spec(rewrite=(("RUN", "{run1}"),)),
+    "ddconsole runs report RUN --format html --out /tmp/r": Spec(
+        rewrite=(("RUN", "{run1}"), ("/tmp/r", "report-html"))
+    ),
+    "ddconsole runs compare RUN1 RUN2 RUN3": Spec(
+        rewrite=(("RUN1", "{run1}"), ("RUN2", "{run2}"), ("RUN3", "{run3}"))
+    ),
     "ddconsole runs import sglang_bench.jsonl": Spec(setup="bench_serving_file"),
     "ddconsole metrics --once --json --url http://gpu-box:30000": Spec(
         rewrite=(("http://gpu-box:30000", "{url}"),)
@@ -163,6 +189,10 @@ REASONS = {
     "http://127.0.0.1:30000": "the demo server's URL (the suite holds port 30000)",
     "http://gpu-box:30000": "the demo server's URL (there is no gpu-box here)",
     "RUN": "an id from `runs list`",
+    "URL": "the demo server's URL",
+    "--find-max": "a search stopped at 4 streams: the whole one takes minutes in the suite",
+    "--replay-speed": SHORTER,
+    "/tmp/r": "a folder of this sandbox",
     "~/.local/state/ddconsole/runs/RUN": "a run folder of this sandbox",
     "--port 30000": "a free port (the suite holds 30000)",
     "--duration": SHORTER,
@@ -237,6 +267,7 @@ class Sandbox:
         self.work.mkdir()
         # The README's paths are relative to a checkout: its campaign files are there.
         (self.work / "campaigns").symlink_to(REPO / "campaigns")
+        (self.work / "workloads").symlink_to(REPO / "workloads")
 
     @property
     def env(self) -> dict[str, str]:
@@ -381,6 +412,8 @@ class Sandbox:
             self.values["run2"] = next(
                 r["run_id"] for r in self.runs() if r["name"] == "qwen-ddtree-budgets"
             )
+        if "{run3}" in text:
+            self.values["run3"] = self.runs()[0]["run_id"]
         if "{run_dir}" in text:
             self.wait_runs()
             self.values["run_dir"] = self.runs()[-1]["run_dir"]
