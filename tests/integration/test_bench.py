@@ -134,7 +134,9 @@ def test_demo_campaign_reproduces_the_reference_table(free_port_profiles: dict[s
     assert cell["sglang_version"] == "0.5.23"
     assert cell["server_info"]["speculative_algorithm"] == "DDTREE"
     assert "--speculative-ddtree-budget" in " ".join(cell["plan"]["argv"])
-    assert summary["cells"][2]["levels"][0]["gpu_util_pct"] > 50
+    # The simulated GPUs were busy during the level (idle reads under 10%; a loaded box
+    # samples fewer busy ticks, 48% seen, so the bound is wide).
+    assert summary["cells"][2]["levels"][0]["gpu_util_pct"] > 25
     shown = dd("runs", "show", summary["run_id"], "--demo", "--json")
     assert json.loads(shown.stdout)["cells"] == summary["cells"]
 
