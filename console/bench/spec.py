@@ -17,7 +17,7 @@ from pydantic import (
 from console.bench.workload_files import named_trace
 from console.core.errors import ProfileError, UsageError
 from console.profiles.loader import describe_error, format_key_path, read_toml_file
-from console.profiles.slo import DEFAULT_ATTAINMENT, parse_slo
+from console.profiles.slo import DEFAULT_ATTAINMENT, checked_slo_text
 
 
 class CellSpec(BaseModel):
@@ -100,12 +100,7 @@ class CampaignSpec(BaseModel):
     @field_validator("slo")
     @classmethod
     def _slo_parses(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                parse_slo(value, "slo")
-            except UsageError as exc:
-                raise ValueError(exc.message.removeprefix("slo: ")) from None
-        return value
+        return checked_slo_text(value)
 
     @classmethod
     def from_stored(cls, data: object, what: str = "campaign spec") -> CampaignSpec:

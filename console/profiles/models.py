@@ -10,9 +10,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from console.core.errors import UsageError
 from console.profiles.flagcheck import resolve_long_option
-from console.profiles.slo import parse_slo
+from console.profiles.slo import checked_slo_text
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -308,12 +307,7 @@ class BenchDefaults(Strict):
     @field_validator("slo")
     @classmethod
     def _slo_parses(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                parse_slo(value, "slo")
-            except UsageError as exc:
-                raise ValueError(exc.message.removeprefix("slo: ")) from None
-        return value
+        return checked_slo_text(value)
 
 
 class Profile(Strict):

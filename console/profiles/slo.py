@@ -145,3 +145,14 @@ def check_attainment(value: float, where: str) -> float:
     if not math.isfinite(value) or not 0.0 < value <= 1.0:
         raise UsageError(f"{where}: {value:g} is not a share in (0, 1], e.g. 0.95")
     return value
+
+
+def checked_slo_text(value: str | None) -> str | None:
+    """A file's `slo` key as given, or ValueError saying why it does not parse (for a
+    pydantic field validator, which names the file and key)."""
+    if value is not None:
+        try:
+            parse_slo(value, "slo")
+        except UsageError as exc:
+            raise ValueError(exc.message.removeprefix("slo: ")) from None
+    return value
