@@ -264,7 +264,9 @@ def test_flush_cache_refused_while_busy(plain_sim):
             json={
                 "input_ids": [1] * 8,
                 "stream": True,
-                "sampling_params": {"max_new_tokens": 400, "ignore_eos": True},
+                # About 4 s of real time at 20x: still running when the flush arrives on a
+                # loaded box (400 tokens, under a second, had finished once).
+                "sampling_params": {"max_new_tokens": 2000, "ignore_eos": True},
             },
         ) as response,
     ):
@@ -277,6 +279,9 @@ def test_flush_cache_refused_while_busy(plain_sim):
         # (sglang 0.5.23 srt/managers/scheduler.py:5540-5546, http_server.py:1029-1040).
         assert busy.text == "Flush cache failed.\n"
         assert "Cache not flushed because there are pending requests." in plain_sim.log()
+        # Read to the end, so the module's simulator is idle for the next test.
+        for _ in lines:
+            pass
 
 
 def parse_metrics(text: str) -> dict:

@@ -350,7 +350,9 @@ def test_sigterm_after_ready_drains_running_requests(tmp_path: Path):
             json={
                 "input_ids": [1] * 8,
                 "stream": True,
-                "sampling_params": {"max_new_tokens": 60, "ignore_eos": True},
+                # About 2 s of real time at 10x: still draining when /ready is asked on a
+                # loaded box (60 tokens had drained and exited before it once).
+                "sampling_params": {"max_new_tokens": 600, "ignore_eos": True},
             },
         ) as response,
     ):
@@ -360,7 +362,7 @@ def test_sigterm_after_ready_drains_running_requests(tmp_path: Path):
         time.sleep(0.05)
         assert httpx.get(f"{sim.url}/ready", timeout=2).status_code == 503
         rest = [json.loads(line[6:]) for line in lines if line.startswith("data: {")]
-        assert rest[-1]["meta_info"]["completion_tokens"] == 60
+        assert rest[-1]["meta_info"]["completion_tokens"] == 600
         assert _wait_exit(sim) == 0
     log = sim.log()
     # sglang 0.5.23 srt/managers/tokenizer_manager.py:4066-4070, 3530-3532
