@@ -415,11 +415,14 @@ class CampaignRunner:
         return total
 
     def _launch_event(self, cell: CellPlan, line: str) -> None:
-        """A launch milestone: said as an event, and (at most once a second) as the run's
-        phase in progress.json, so a front end shows what the run waits for."""
+        """A launch milestone: said as an event, and (at most once a second, `ready` always)
+        as the run's phase in progress.json, so a front end shows what the run waits for."""
         self.on_event(line)
         now = time.monotonic()
-        if now - self._phase_written < 1.0:
+        # The last milestone (`ready`) is always written: a throttled one would leave the
+        # phase before it showing until the first level's progress.
+        ready = line.rstrip().endswith(" ready")
+        if now - self._phase_written < 1.0 and not ready:
             return
         self._phase_written = now
         self._progress = Progress(
