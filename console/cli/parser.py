@@ -66,6 +66,18 @@ class ConsoleArgumentParser(argparse.ArgumentParser):
             self._unrecognized(extras)
         return parsed, extras
 
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        parsed = super().parse_args(args, namespace)
+        if getattr(parsed, "host", None) is not None:  # `--host NAME`: the verb runs there
+            import sys
+
+            from console.cli.cmd_fleet import route_host
+
+            route_host(parsed, list(sys.argv[1:] if args is None else args))
+        return parsed
+
     def error(self, message: str) -> NoReturn:
         # A missing required option is checked before leftovers are: a mistyped flag
         # (`bench --concurency 4`) is the likelier mistake, so it is named first.
@@ -150,6 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
         cmd_completion,
         cmd_diagnose,
         cmd_export,
+        cmd_fleet,
         cmd_metrics,
         cmd_plan,
         cmd_profiles,
@@ -194,6 +207,13 @@ def build_parser() -> argparse.ArgumentParser:
         "action and up, down, restart, switch, bench, campaign, runs stop and prune are "
         "refused; read_only = true in config.toml does the same",
     )
+    parser.add_argument(
+        "--host",
+        metavar="NAME",
+        default=None,
+        help="run the command on this host of hosts.toml over SSH, its output and exit "
+        "status relayed (`local`: here); `ddconsole fleet` lists the hosts",
+    )
     common = common_parent()
     verbs = parser.add_subparsers(title="commands", metavar="COMMAND")
     cmd_profiles.register(verbs, common)
@@ -207,6 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmd_runs.register(verbs, common)
     cmd_snapshot.register(verbs, common)
     cmd_export.register(verbs, common)
+    cmd_fleet.register(verbs, common)
     cmd_sim.register(verbs, common)
     cmd_completion.register(verbs, common)
     runner.register(verbs, common)
