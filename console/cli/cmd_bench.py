@@ -226,6 +226,15 @@ def _bench(args: argparse.Namespace) -> int:
     if args.detach:
         return rc.report_detached(args, detach(run))
     rc.say(args, f"run {run.run_id} -> {run.path}")
-    return runner.run_in_process(
+    from console.bench import workers
+
+    # Through SGLang's model gateway: each worker's share, from its /engine_metrics.
+    fixed = cell.fixed
+    gateway = workers.read_gateway(fixed.url, fixed.headers) if fixed is not None else None
+    code = runner.run_in_process(
         args, services, run, request, resume_hint=f"results so far are in {run.path}", cells=[cell]
     )
+    shares = workers.finish(gateway, run.path, fixed.headers if fixed is not None else None)
+    if shares is not None:
+        rc.say(args, shares)
+    return code

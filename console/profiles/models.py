@@ -128,11 +128,60 @@ NODE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 LOCAL_NODE = "local"
 
 
+class GatewaySpec(Strict):
+    """SGLang's model gateway (`smg launch`) in front of a layout's replicas."""
+
+    smg: str = Field(default="smg", min_length=1)
+    """The `smg` executable: a path, or a name found next to the console's interpreter or
+    on PATH."""
+    policy: Literal[
+        "random",
+        "round_robin",
+        "cache_aware",
+        "power_of_two",
+        "least_load",
+        "consistent_hashing",
+        "prefix_hash",
+    ] = "cache_aware"
+    """How the gateway picks a replica per request: smg 1.13.0's `--policy` choices for a
+    regular gateway (`smg launch --help`), its own default cache_aware; `manual` and
+    `passthrough` need routing headers clients do not send."""
+    args: tuple[str, ...] = ()
+    """Further `smg launch` flags; the plan sets --host, --port, --policy and the metrics
+    listener itself."""
+
+    @field_validator("args")
+    @classmethod
+    def _no_owned_gateway_flags(cls, args: tuple[str, ...]) -> tuple[str, ...]:
+        for arg in args:
+            flag = arg.split("=", 1)[0]
+            if flag in _GATEWAY_OWNED_FLAGS:
+                raise ValueError(
+                    f"{flag} is set by the plan ({_GATEWAY_OWNED_FLAGS[flag]}); leave it out of "
+                    "gateway.args"
+                )
+        return args
+
+
+_GATEWAY_OWNED_FLAGS = {
+    "--host": "the profile's server.host",
+    "--port": "the profile's server.port, or --port",
+    "--policy": "gateway.policy",
+    "--worker-urls": "the replicas, registered once ready",
+    "--prometheus-port": "a free port chosen at launch",
+    "--prometheus-host": "the profile's server.host",
+}
+
+
 class Layout(Strict):
     tp: int = Field(ge=1, le=64)
     dp: int = Field(default=1, ge=1, le=64)
     gpus: tuple[Annotated[int, Field(ge=0)], ...] = Field(min_length=1)
-    """The GPUs on each node."""
+    """The GPUs on each node; with replicas, every replica's GPUs in turn."""
+    replicas: int = Field(default=1, ge=1, le=64)
+    """Independent servers of tp x dp GPUs each, behind `gateway`."""
+    gateway: GatewaySpec | None = None
+    """SGLang's model gateway in front of the replicas: clients use its port."""
     nodes: tuple[Annotated[str, Field(pattern=NODE_PATTERN)], ...] = ()
     """Several nodes: one SGLang process per node, node rank = position, the first the head
     (`--nnodes`, `--node-rank`, `--dist-init-addr`). Empty: one node, this host."""
@@ -163,6 +212,21 @@ class Layout(Strict):
                 raise ValueError(
                     f"tp ({self.tp}) must be divisible by the number of nodes ({len(self.nodes)})"
                 )
+        if self.replicas > 1 and self.gateway is None:
+            raise ValueError(
+                f"replicas = {self.replicas} needs a gateway in front of them: add a "
+                "[layouts.NAME.gateway] table (SGLang's model gateway, smg)"
+            )
+        if self.gateway is not None and self.nodes:
+            raise ValueError("a gateway layout runs its replicas on this host: leave out nodes")
+        if self.replicas > 1:
+            per_replica = self.tp * self.dp
+            if per_replica * self.replicas != len(self.gpus):
+                raise ValueError(
+                    f"{self.replicas} replicas x tp ({self.tp}) x dp ({self.dp}) = "
+                    f"{per_replica * self.replicas} GPUs, but gpus lists {len(self.gpus)}"
+                )
+            return self
         if self.tp * self.dp != len(self.gpus) * self.nnodes:
             per_node = " on each node" if self.nodes else ""
             raise ValueError(
@@ -171,6 +235,12 @@ class Layout(Strict):
                 + (f" x {self.nnodes} nodes" if self.nodes else "")
             )
         return self
+
+    def replica_gpus(self, gpus: tuple[int, ...] | None = None) -> list[tuple[int, ...]]:
+        """Each replica's GPUs, in order, from `gpus` (the layout's own by default)."""
+        chosen = self.gpus if gpus is None else gpus
+        size = len(chosen) // self.replicas
+        return [chosen[i * size : (i + 1) * size] for i in range(self.replicas)]
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,8 @@ from console.hw.procs import (
 from console.hw.simload import SIM_GPU_DIR_ENV
 from console.profiles.models import LOCAL_NODE
 from console.server.gang import node_id as gang_node_id
+from console.server.gateway_plan import READY_PATH as GATEWAY_READY_PATH
+from console.server.gateway_plan import gateway_layout, is_gateway
 from console.server.lock import launch_lock
 from console.server.milestones import LogFollower, milestone
 from console.server.preflight import PreflightResult, preflight
@@ -200,6 +202,8 @@ class ServerManager:
         # A non-head node serves only SGLang's dummy health server (/ping, /health,
         # /health_generate: sglang 0.5.23 srt/utils/common.py:3624-3648).
         path = "/health" if record.is_node else "/ready"
+        if is_gateway(record.plan):
+            path = GATEWAY_READY_PATH
         return probe_ready(record.url, self.probe_timeout, path)
 
     def statuses(
@@ -348,6 +352,21 @@ class ServerManager:
         multi-node plan starts every node (console.server.gang) and returns the head's record."""
         if plan.nodes:
             return self._launch_gang(plan, interpreter, server_id)
+        gateway = gateway_layout(plan)
+        if gateway is not None:
+            from console.server.gateway import launch_group
+
+            return launch_group(
+                self,
+                plan,
+                gateway,
+                gateway_id=server_id or self._new_id(plan),
+                interpreter=interpreter,
+                launch_one=lambda one, program, one_id: self._launch_one(
+                    one, interpreter=program, server_id=one_id
+                ),
+                marker_env=MARKER_ENV,
+            )
         return self._launch_one(plan, interpreter=interpreter, server_id=server_id)
 
     def _launch_gang(
@@ -506,7 +525,9 @@ class ServerManager:
                 return status
             if status.state is ServerState.READY:
                 return self.status(server_id, probe=True)
-            if status.state is ServerState.WARMING and elapsed >= next_probe:
+            # SGLang says when it warms up; a gateway is ready once it routes to a worker.
+            probing = status.state is ServerState.WARMING or is_gateway(record.plan)
+            if probing and elapsed >= next_probe:
                 next_probe = elapsed + 0.2
                 if self.probe(record) is Probe.READY:
                     return self.status(server_id, probe=True)
@@ -526,13 +547,32 @@ class ServerManager:
         reason: str = "stopped by the user",
         on_event: Event = _ignore,
         gang: bool = True,
+        group: bool = True,
     ) -> StopReport:
         """SIGTERM the leader, wait `grace`, SIGKILL everything of its session, verify. A
         node of a gang stops the whole gang (`gang=False`: this node only), head first:
-        its shutdown ends the other nodes, as SGLang's ShutdownReq does."""
+        its shutdown ends the other nodes, as SGLang's ShutdownReq does. A gateway stops its
+        replicas, and a replica leaves its gateway first (`group=False`: this one only)."""
         record = self.records.load(server_id)
         if gang and record.gang:
             return self._stop_gang(record, grace=grace, reason=reason, on_event=on_event)
+        if group:
+            from console.server.gateway import group_of, stop_group
+
+            replicas = group_of(self.paths, server_id)
+            if replicas is not None:
+                return stop_group(
+                    self,
+                    replicas,
+                    server_id,
+                    lambda one: self.stop(
+                        one,
+                        grace=grace,
+                        reason=reason,
+                        on_event=_prefixed(on_event, one) if one != server_id else on_event,
+                        group=False,
+                    ),
+                )
         start = time.monotonic()
         report = StopReport(server_id)
         # The stop request is recorded before the signal when the disk allows it (so the exit

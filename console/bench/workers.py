@@ -1,0 +1,194 @@
+"""Per-worker figures of a benchmark run through SGLang's model gateway.
+
+The gateway (`smg`) re-exposes every worker's `/metrics` on its own `/engine_metrics`, each
+series labelled `worker_addr` with the worker's URL. Counters read before and after a run
+give each worker's share: output tokens (`sglang:generation_tokens_total`) and finished
+requests (`sglang:num_requests_total`). A server that is no gateway answers 404 there, and
+the run then has no per-worker table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from console.telemetry.prometheus import MetricsParseError, parse
+
+WORKERS_FILE = "workers.json"
+OUTPUT_TOKENS = "sglang:generation_tokens_total"
+REQUESTS = "sglang:num_requests_total"
+WORKER_LABEL = "worker_addr"
+
+
+@dataclass(frozen=True)
+class WorkerCounters:
+    """One worker's counters at one moment (summed over its label sets)."""
+
+    output_tokens: float
+    requests: float
+
+
+@dataclass(frozen=True)
+class GatewayReading:
+    url: str
+    monotonic: float
+    workers: dict[str, WorkerCounters]
+
+
+@dataclass(frozen=True)
+class WorkerFigures:
+    worker: str
+    output_tokens: int
+    requests: int
+    output_tok_s: float
+    share: float
+    """This worker's part of all output tokens, 0-1."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "worker_addr": self.worker,
+            "output_tokens": self.output_tokens,
+            "requests": self.requests,
+            "output_tok_s": round(self.output_tok_s, 3),
+            "share": round(self.share, 4),
+        }
+
+
+def counters_by_worker(text: str) -> dict[str, WorkerCounters]:
+    """Each `worker_addr`'s counters in `/engine_metrics` text."""
+    snapshot = parse(text, {OUTPUT_TOKENS, REQUESTS})
+    workers: set[str] = set()
+    for name in (OUTPUT_TOKENS, REQUESTS):
+        workers |= {
+            labels[WORKER_LABEL]
+            for labels, _ in snapshot.samples.get(name, [])
+            if WORKER_LABEL in labels
+        }
+    return {
+        worker: WorkerCounters(
+            snapshot.total(OUTPUT_TOKENS, **{WORKER_LABEL: worker}) or 0.0,
+            snapshot.total(REQUESTS, **{WORKER_LABEL: worker}) or 0.0,
+        )
+        for worker in sorted(workers)
+    }
+
+
+def read_gateway(
+    url: str, headers: Mapping[str, str] | None = None, timeout: float = 5.0
+) -> GatewayReading | None:
+    """The gateway's per-worker counters now; None when `url` is no gateway (or does not
+    answer, or answers something unreadable)."""
+    try:
+        response = httpx.get(
+            url.rstrip("/") + "/engine_metrics", headers=dict(headers or {}), timeout=timeout
+        )
+    except httpx.HTTPError:
+        return None
+    if response.status_code != 200:
+        return None
+    try:
+        workers = counters_by_worker(response.text)
+    except MetricsParseError:
+        return None
+    if not workers:
+        return None
+    return GatewayReading(url, time.monotonic(), workers)
+
+
+def per_worker(before: GatewayReading, after: GatewayReading) -> list[WorkerFigures]:
+    """Each worker's output tokens and requests between two readings, and its rate over
+    that time. A worker that left the gateway in between counts to its last reading (none);
+    one that joined counts from zero."""
+    seconds = max(after.monotonic - before.monotonic, 1e-9)
+    deltas = {}
+    for worker, now in after.workers.items():
+        then = before.workers.get(worker, WorkerCounters(0.0, 0.0))
+        deltas[worker] = (
+            max(0.0, now.output_tokens - then.output_tokens),
+            max(0.0, now.requests - then.requests),
+        )
+    total = sum(tokens for tokens, _ in deltas.values())
+    return [
+        WorkerFigures(
+            worker,
+            round(tokens),
+            round(requests),
+            tokens / seconds,
+            tokens / total if total else 0.0,
+        )
+        for worker, (tokens, requests) in deltas.items()
+    ]
+
+
+def workers_json(before: GatewayReading, after: GatewayReading) -> dict[str, Any]:
+    figures = per_worker(before, after)
+    seconds = after.monotonic - before.monotonic
+    return {
+        "gateway": after.url,
+        "seconds": round(seconds, 3),
+        "source": "the gateway's /engine_metrics, before and after the run",
+        "total_output_tokens": sum(f.output_tokens for f in figures),
+        "total_output_tok_s": round(sum(f.output_tok_s for f in figures), 3),
+        "workers": [f.to_json() for f in figures],
+    }
+
+
+def save(run_dir: Path, data: Mapping[str, Any]) -> Path:
+    """`workers.json` in the run folder, written whole."""
+    path = run_dir / WORKERS_FILE
+    temp = path.with_suffix(".tmp")
+    temp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(temp, path)
+    return path
+
+
+def table(data: Mapping[str, Any]) -> str:
+    """The per-worker lines a run prints after its summary."""
+    rows = [("WORKER", "OUTPUT TOK", "REQUESTS", "TOK/S", "SHARE")]
+    for worker in data["workers"]:
+        rows.append(
+            (
+                str(worker["worker_addr"]),
+                str(worker["output_tokens"]),
+                str(worker["requests"]),
+                f"{worker['output_tok_s']:.1f}",
+                f"{100 * worker['share']:.0f}%",
+            )
+        )
+    rows.append(
+        ("total", str(data["total_output_tokens"]), "", f"{data['total_output_tok_s']:.1f}", "")
+    )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = [
+        "  ".join(
+            cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row)
+        )
+        for row in rows
+    ]
+    head = f"per worker through the gateway {data['gateway']} ({data['seconds']:.1f} s, whole run):"
+    return "\n".join([head, *lines])
+
+
+def finish(
+    before: GatewayReading | None, run_dir: Path, headers: Mapping[str, str] | None = None
+) -> str | None:
+    """After a run through a gateway (`before` read at its start): `workers.json` in the run
+    folder and the table to print; None when the run was not through a gateway."""
+    if before is None:
+        return None
+    after = read_gateway(before.url, headers)
+    if after is None:
+        return None
+    data = workers_json(before, after)
+    try:
+        save(run_dir, data)
+    except OSError as exc:
+        return table(data) + f"\n(not saved: {run_dir / WORKERS_FILE}: {exc.strerror or exc})"
+    return table(data)

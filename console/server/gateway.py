@@ -1,0 +1,252 @@
+"""DP replicas behind SGLang's model gateway, launched and stopped as one.
+
+Every replica is a managed server of its own (record, waiter, log), and so is the gateway
+(`smg launch`); the gateway's id names the whole and the replicas are `ID.replica0`,
+`ID.replica1`, ... A group file (`gateways/ID.json` in the state dir) ties them together.
+A detached watcher (console.server.gateway_watch) registers each replica with the gateway
+once it is ready and removes one whose process is gone, within a fraction of a second; the
+gateway's own health check would keep such a worker listed for minutes. The gateway's
+readiness (`/readiness`: at least one healthy worker) is the whole's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from console.core.errors import ConsoleError, StateError, UsageError
+from console.core.net import free_port
+from console.core.paths import StatePaths
+from console.profiles.models import Layout
+from console.server.gateway_api import GatewayClient, GatewayError
+from console.server.gateway_plan import gateway_plan, replica_plans, smg_executable
+from console.server.records import ServerRecord
+from console.topology.placement import Plan, next_free_port
+
+if TYPE_CHECKING:
+    from console.server.manager import ServerManager, StopReport
+
+WATCH_MODULE = "console.server.gateway_watch"
+GROUPS_DIR = "gateways"
+
+
+def replica_id(gateway_id: str, index: int) -> str:
+    return f"{gateway_id}.replica{index}"
+
+
+@dataclass(frozen=True)
+class GatewayGroup:
+    """A gateway's server id and its replicas' ids, in order."""
+
+    id: str
+    replicas: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"gateway": self.id, "replicas": list(self.replicas)}
+
+    @classmethod
+    def from_json(cls, data: Any) -> GatewayGroup:
+        if not isinstance(data, dict) or not isinstance(data.get("gateway"), str):
+            raise ValueError("not a gateway group")
+        replicas = data.get("replicas")
+        if not isinstance(replicas, list) or not all(isinstance(r, str) for r in replicas):
+            raise ValueError("replicas is not a list of ids")
+        return cls(data["gateway"], tuple(replicas))
+
+
+def group_path(paths: StatePaths, gateway_id: str) -> Path:
+    return paths.root / GROUPS_DIR / f"{gateway_id}.json"
+
+
+def load_group(paths: StatePaths, gateway_id: str) -> GatewayGroup | None:
+    try:
+        return GatewayGroup.from_json(json.loads(group_path(paths, gateway_id).read_text()))
+    except (OSError, ValueError):
+        return None
+
+
+def save_group(paths: StatePaths, group: GatewayGroup) -> None:
+    """Written whole (temp file, rename), so a reader never sees half of it."""
+    folder = paths.root / GROUPS_DIR
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, temp = tempfile.mkstemp(dir=folder, prefix=".group-")
+    with os.fdopen(fd, "w") as handle:
+        json.dump(group.to_json(), handle)
+    os.replace(temp, group_path(paths, group.id))
+
+
+def remove_group(paths: StatePaths, gateway_id: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        group_path(paths, gateway_id).unlink()
+
+
+def group_of(paths: StatePaths, server_id: str) -> GatewayGroup | None:
+    """The group `server_id` is the gateway or a replica of, if any."""
+    own = load_group(paths, server_id)
+    if own is not None:
+        return own
+    head, dot, _ = server_id.rpartition(".replica")
+    if not dot:
+        return None
+    group = load_group(paths, head)
+    return group if group is not None and server_id in group.replicas else None
+
+
+def _log(record: ServerRecord, text: str) -> None:
+    """A ddconsole line in a server's log (the waiter copies the process's output there)."""
+    with contextlib.suppress(OSError), open(record.log_path, "ab") as log:
+        log.write(f"ddconsole: {text}\n".encode())
+
+
+def start_watch(paths: StatePaths, gateway_id: str, marker_env: str) -> None:
+    """The detached watcher of a gateway's replicas; it carries no server marker, so it is no
+    member of any server, and it ends when the gateway ends."""
+    env = {k: v for k, v in os.environ.items() if k != marker_env}
+    subprocess.Popen(
+        [sys.executable, "-m", WATCH_MODULE, str(paths.root), gateway_id],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+    )
+
+
+Launch = Callable[[Plan, str | None, str], ServerRecord]
+"""Start one plan as a managed server: (plan, interpreter to preflight, server id)."""
+
+
+def launch_group(
+    manager: ServerManager,
+    plan: Plan,
+    layout: Layout,
+    *,
+    gateway_id: str,
+    interpreter: str | None,
+    launch_one: Launch,
+    marker_env: str,
+) -> ServerRecord:
+    """Start every replica, then the gateway on the plan's port, then the watcher that
+    registers the replicas once ready; returns the gateway's record. Anything that cannot
+    start stops what was started."""
+    spec = layout.gateway
+    if spec is None:
+        raise UsageError(f"layout {plan.layout!r} has no gateway")
+    if plan.api_key_env or plan.admin_api_key_env:
+        raise UsageError(
+            f"layout {plan.layout!r}: replicas behind a gateway run without an API key here "
+            "(the gateway would need it for every worker)",
+            hint="unset server.api_key_env for this profile, or use a layout without a gateway",
+        )
+    smg = smg_executable(spec.smg)
+    if not Path(smg).is_file():
+        raise UsageError(
+            f"layout {plan.layout!r}: the gateway's executable {spec.smg!r} is not installed",
+            hint="`pip install smg`, or set gateway.smg in the layout to its path",
+        )
+    statuses, _ = manager.statuses(probe=False)
+    taken = {s.record.plan.port for s in statuses if not s.state.terminal} | {plan.port}
+    host = plan.host if plan.host not in ("0.0.0.0", "::") else "127.0.0.1"
+    ports: list[int] = []
+    for index in range(layout.replicas):
+        port = next_free_port(plan.port + 1 + index, host, taken={*taken, *ports})
+        if port is None:
+            raise UsageError(f"no free port after {plan.port} for replica {index}")
+        ports.append(port)
+    ids = [replica_id(gateway_id, i) for i in range(layout.replicas)]
+    paths = manager.paths
+    paths.ensure()
+    save_group(paths, GatewayGroup(gateway_id, tuple(ids)))
+    started: list[ServerRecord] = []
+    try:
+        for replica_plan, rid in zip(replica_plans(plan, layout, ports), ids, strict=True):
+            started.append(launch_one(replica_plan, interpreter, rid))
+        front = gateway_plan(plan, layout, free_port(host))
+        gateway = launch_one(front, None if plan.demo else smg, gateway_id)
+        started.append(gateway)
+    except BaseException as exc:
+        reason = f"{len(started)} of the gateway's servers started ({exc}); the rest were stopped"
+        for record in started:
+            with contextlib.suppress(ConsoleError):
+                manager.stop(record.id, reason=reason, group=False)
+        remove_group(paths, gateway_id)
+        raise
+    for record in started[:-1]:
+        _log(gateway, f"replica {record.id} at {record.url} is registered once ready")
+    start_watch(paths, gateway_id, marker_env)
+    return gateway
+
+
+def replica_urls(manager: ServerManager, group: GatewayGroup) -> dict[str, str]:
+    """Each replica's id -> its URL (those whose record can be read)."""
+    urls = {}
+    for rid in group.replicas:
+        with contextlib.suppress(StateError):
+            urls[rid] = manager.records.load(rid).url
+    return urls
+
+
+def deregister(manager: ServerManager, group: GatewayGroup, replica_ids: list[str]) -> list[str]:
+    """Take replicas out of the gateway before they stop (a gateway that is down already
+    routes nowhere); one note per replica that could not be taken out."""
+    notes: list[str] = []
+    try:
+        gateway = manager.records.load(group.id)
+    except StateError:
+        return notes
+    client = GatewayClient(gateway.url)
+    urls = replica_urls(manager, group)
+    for rid in replica_ids:
+        if rid not in urls:
+            continue
+        try:
+            client.remove(urls[rid])
+        except GatewayError as exc:
+            if manager.status(group.id, probe=False).state.terminal:
+                break
+            notes.append(f"{rid} not taken out of the gateway first: {exc}")
+    return notes
+
+
+def stop_group(
+    manager: ServerManager,
+    group: GatewayGroup,
+    server_id: str,
+    stop_one: Callable[[str], StopReport],
+) -> StopReport:
+    """Stopping the gateway stops the whole: every replica is taken out of it, stopped
+    (requests in flight finish in its grace period), then the gateway. Stopping one replica
+    takes it out of the gateway first; the others keep serving."""
+    if server_id != group.id:
+        notes = deregister(manager, group, [server_id])
+        report = stop_one(server_id)
+        report.notes += notes
+        return report
+    live = [
+        rid
+        for rid in group.replicas
+        if rid in manager.records.ids() and not manager.status(rid, probe=False).state.terminal
+    ]
+    notes = deregister(manager, group, live)
+    replica_reports = [stop_one(rid) for rid in live]
+    report = stop_one(group.id)
+    for other in replica_reports:
+        report.nodes.append(other.summary())
+        report.notes += other.notes
+        report.killed_pids += other.killed_pids
+        report.escalated = report.escalated or other.escalated
+        if other.port_free is False:
+            report.port_free = False
+        if other.gpus_released is False:
+            report.gpus_released = False
+    report.notes += notes
+    return report
