@@ -129,6 +129,7 @@ def _plan(args: argparse.Namespace) -> int:
                 }
                 for p in shown_node_plans(plan)
             ]
+        data.update(gateway_commands_json(plan))
         print_json(data)
         return 0
     print_plan(plan)
@@ -164,13 +165,62 @@ def print_plan(plan: Any) -> None:
             role = "head, serves the API" if node_plan.node_rank == 0 else "joins the head"
             print(f"argv node {node_plan.node_rank} ({plan.nodes[node_plan.node_rank]}, {role})")
             print("  " + wrap_argv(node_plan.shown_argv))
-    else:
+    elif not print_gateway_commands(plan):
         print("argv")
         print("  " + wrap_argv(plan.shown_argv))
     if plan.warnings:
         print("warnings")
         for warning in plan.warnings:
             print(f"  ! {warning.message}")
+
+
+def gateway_commands_json(plan: Any) -> dict[str, Any]:
+    """A gateway layout's `replica_commands` and `gateway_command` for `plan --json`."""
+    from console.server.gateway_plan import gateway_layout, shown_plans
+
+    layout = gateway_layout(plan)
+    if layout is None:
+        return {}
+    replicas, gateway = shown_plans(plan, layout)
+    return {
+        "replica_commands": [
+            {
+                "replica": index,
+                "gpus": list(p.gpus),
+                "port": p.port,
+                "argv": p.shown_argv,
+                "command_line": p.command_line,
+            }
+            for index, p in enumerate(replicas)
+        ],
+        "gateway_command": {
+            "port": gateway.port,
+            "argv": gateway.shown_argv,
+            "command_line": gateway.command_line,
+        },
+    }
+
+
+def print_gateway_commands(plan: Any) -> bool:
+    """Each replica's command and the gateway's, for a layout with a gateway; False (and
+    nothing printed) for any other layout."""
+    from console.server.gateway_plan import gateway_layout, shown_plans
+
+    layout = gateway_layout(plan)
+    if layout is None:
+        return False
+    replicas, gateway = shown_plans(plan, layout)
+    print(
+        f"replicas  {layout.replicas} behind SGLang's model gateway on port {plan.port}, "
+        "registered with it once ready (their ports are chosen again at `up`)"
+    )
+    for index, replica in enumerate(replicas):
+        gpus = ",".join(map(str, replica.gpus))
+        print(f"argv replica {index} (GPUs {gpus}, port {replica.port})")
+        print("  " + wrap_argv(replica.shown_argv))
+    print(f"argv gateway (port {gateway.port})")
+    print("  " + wrap_argv(gateway.shown_argv))
+    return True
 
 
 SECURITY_WARNINGS = ("exposed-without-key",)

@@ -17,6 +17,7 @@ from console.core.errors import ConsoleError, UsageError
 from console.core.net import port_is_free
 from console.core.units import format_index_set
 from console.hw.procs import port_owner
+from console.server.gateway import group_of
 from console.server.manager import DEFAULT_GRACE_S, ServerManager
 from console.server.records import ServerRecord
 from console.server.status import ServerState, ServerStatus
@@ -121,6 +122,18 @@ def launch(
     if record.gang:
         addr = record.plan.dist_init_addr
         on_event(f"  rendezvous at {addr}; the head's readiness is the server's")
+    group = group_of(manager.paths, record.id)
+    for replica_id in group.replicas if group is not None else ():
+        # Replicas behind a gateway: each its own server, registered with it once ready.
+        replica = manager.records.load(replica_id)
+        replica_spawn = manager.records.spawn(replica_id)
+        on_event(
+            f"{replica_id}: pid {replica_spawn.pid if replica_spawn else '?'}, port "
+            f"{replica.plan.port}, GPUs {','.join(map(str, replica.plan.gpus))}, "
+            f"log {replica.log_path}"
+        )
+    if group is not None:
+        on_event("  the gateway's readiness (a registered, healthy replica) is the whole's")
     return record
 
 
