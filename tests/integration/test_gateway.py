@@ -1,0 +1,191 @@
+"""Two DP replicas behind SGLang's model gateway, with the real `smg` and real processes:
+`up qwen3.6-27b --layout dp2-gateway` (demo) starts two simulator replicas and `smg launch`,
+registers both once ready and is ready when the gateway is; a benchmark through the gateway
+reports each worker's throughput from its `/engine_metrics`; a replica killed with SIGKILL is
+out of the gateway's `GET /workers` within 2 s (smg alone would keep it for minutes);
+`down` leaves no process and no listening port."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+
+from console.core.net import free_port, port_is_free
+from console.hw.procs import argv_of, live_processes
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+SPEED = "20"
+PROFILE = "qwen3.6-27b"
+LAYOUT = "dp2-gateway"
+OUTPUT_LEN = 32
+REQUESTS = 32
+SMG = Path(sys.executable).parent / "smg"
+T = TypeVar("T")
+
+
+def _smg_starts() -> str | None:
+    """Why the real gateway cannot be used here, or None when it can."""
+    if not SMG.is_file():
+        return f"smg is not installed next to {sys.executable} (`pip install smg`)"
+    try:
+        result = subprocess.run(
+            [str(SMG), "launch", "--help"], capture_output=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{SMG} cannot start: {exc}"
+    if result.returncode != 0:
+        return f"{SMG} launch --help exited {result.returncode}: {result.stderr[-200:]!r}"
+    return None
+
+
+@pytest.fixture(autouse=True)
+def fast_sim(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    reason = _smg_starts()
+    if reason is not None:
+        pytest.skip(reason)
+    monkeypatch.setenv("DDCONSOLE_SIM_SPEED", SPEED)
+    monkeypatch.delenv("DDCONSOLE_SIM_FAULT", raising=False)
+    yield
+    dd("down", "--all", "--grace", "2")
+
+
+def dd(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "console", *args, "--demo"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        timeout=timeout,
+        cwd=REPO,
+        check=False,
+    )
+
+
+def ps() -> dict[str, dict[str, Any]]:
+    result = dd("ps", "--json", "--all")
+    assert result.returncode == 0, result.stderr
+    return {s["id"]: s for s in json.loads(result.stdout) if not s.get("external")}
+
+
+def wait_for(check: Callable[[], T], timeout: float, what: str) -> T:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def gateway_workers(port: int) -> list[str]:
+    answer = httpx.get(f"http://127.0.0.1:{port}/workers", timeout=5)
+    assert answer.status_code == 200, answer.text
+    return [w["url"] for w in answer.json()["workers"]]
+
+
+def processes_naming(*needles: str) -> list[int]:
+    """Live processes whose command line (words joined by spaces) holds every one of
+    `needles`, each as whole words."""
+    found = []
+    for proc in live_processes():
+        argv = f" {' '.join(argv_of(proc.pid))} "
+        if all(f" {n} " in argv for n in needles):
+            found.append(proc.pid)
+    return found
+
+
+def test_replicas_behind_the_gateway_bench_per_worker_kill_and_down() -> None:
+    port = free_port()
+    up = dd("up", PROFILE, "--layout", LAYOUT, "--port", str(port), "--timeout", "60")
+    assert up.returncode == 0, up.stdout + up.stderr
+    assert f"ready: http://127.0.0.1:{port}" in up.stdout
+    gateway_id = f"{PROFILE}-{LAYOUT}-1"
+    servers = ps()
+    replicas = [servers[f"{gateway_id}.replica{i}"] for i in range(2)]
+    gateway = servers[gateway_id]
+    assert gateway["port"] == port
+    assert gateway["gpus"] == []
+    assert [r["gpus"] for r in replicas] == [[0], [1]]
+    assert all(s["state"] == "ready" for s in (gateway, *replicas)), servers
+    urls = sorted(r["url"] for r in replicas)
+    assert port not in [r["port"] for r in replicas]
+    wait_for(lambda: sorted(gateway_workers(port)) == urls, 15, f"{urls} registered")
+
+    # A benchmark through the gateway: per-worker throughput for both, summing to the run's.
+    bench = dd(
+        "bench",
+        "--server",
+        gateway_id,
+        "--concurrency",
+        "8",
+        "--requests",
+        str(REQUESTS),
+        "--output-len",
+        str(OUTPUT_LEN),
+        timeout=180,
+    )
+    assert bench.returncode == 0, bench.stdout + bench.stderr
+    assert "per worker through the gateway" in bench.stdout
+    found = re.search(r"^run \S+ -> (\S+)$", bench.stdout, re.MULTILINE)
+    assert found, bench.stdout
+    run_dir = Path(found.group(1))
+    shares = json.loads((run_dir / "workers.json").read_text())
+    by_worker = {w["worker_addr"]: w for w in shares["workers"]}
+    assert sorted(by_worker) == urls
+    assert all(w["output_tokens"] > 0 and w["output_tok_s"] > 0 for w in by_worker.values())
+    assert all(w["requests"] > 0 for w in by_worker.values())
+    sent = sum(
+        json.loads(line)["output_tokens"] or 0
+        for line in (run_dir / "requests.jsonl").read_text().splitlines()
+        if line.strip()
+    )
+    total = shares["total_output_tokens"]
+    # The run's own requests, plus its warm-up request(s) the gateway also counted.
+    assert sent <= total <= sent + 2 * OUTPUT_LEN, (sent, shares)
+    assert abs(sum(w["share"] for w in by_worker.values()) - 1) < 0.01
+
+    # SIGKILL one replica: the watcher takes it out of the gateway within 2 s.
+    victim = replicas[1]
+    killed = time.monotonic()
+    os.kill(victim["pid"], signal.SIGKILL)
+    wait_for(lambda: victim["url"] not in gateway_workers(port), 15, "the killed replica out")
+    assert time.monotonic() - killed < 2.0
+    assert gateway_workers(port) == [replicas[0]["url"]]
+    # The other replica still serves through the gateway.
+    answer = httpx.post(
+        f"http://127.0.0.1:{port}/v1/completions",
+        json={"model": "qwen3.6-27b", "prompt": "hello", "max_tokens": 4},
+        timeout=30,
+    )
+    assert answer.status_code == 200, answer.text
+
+    # `down` stops the whole: no replica, gateway or watcher process, no listening port.
+    down = dd("down", "--all", "--grace", "5")
+    assert down.returncode == 0, down.stdout + down.stderr
+    ports = [port, *(r["port"] for r in replicas)]
+    wait_for(
+        lambda: (
+            not processes_naming(f"--port {port}")
+            and not any(processes_naming(f"--port {r['port']}") for r in replicas)
+            and not processes_naming("console.server.gateway_watch", gateway_id)
+        ),
+        15,
+        "the gateway's processes to end",
+    )
+    wait_for(lambda: all(port_is_free(p) for p in ports), 10, f"ports {ports} free")
+    # What `down --all` did not forget (a stopped server) is stopped, none is running.
+    states = {sid: s["state"] for sid, s in ps().items()}
+    assert set(states.values()) <= {"stopped", "failed"}, states
