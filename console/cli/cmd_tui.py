@@ -10,6 +10,7 @@ from console.core.settings import load_settings
 
 
 def run_tui(args: argparse.Namespace) -> int:
+    prometheus = prometheus_url(args)
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise UsageError(
             "the console needs a terminal; without one use a headless verb (see `ddconsole --help`)"
@@ -17,7 +18,7 @@ def run_tui(args: argparse.Namespace) -> int:
     from console.cli.services import Services
     from console.tui.app import ConsoleApp
 
-    services = Services.create(demo=bool(args.demo))
+    services = Services.create(demo=bool(args.demo), prometheus=prometheus)
     backend = services.live_backend(
         recordings=None if args.no_record else services.state.ensure().recordings,
         record_max_bytes=max(1, args.record_max_mb) * 1024 * 1024,
@@ -28,6 +29,18 @@ def run_tui(args: argparse.Namespace) -> int:
     app = ConsoleApp(backend, warm_up=True)
     app.run()
     return app.return_code or 0
+
+
+def prometheus_url(args: argparse.Namespace) -> str | None:
+    """The `--prometheus URL` the console reads through, None for this host; a URL that is
+    not http(s) is a UsageError naming the flag."""
+    url = getattr(args, "prometheus", None)
+    if url is None:
+        return None
+    url = str(url)
+    if not url.startswith(("http://", "https://")):
+        raise UsageError(f"--prometheus {url}: give a full URL such as http://127.0.0.1:9090")
+    return url
 
 
 def read_only_reason(args: argparse.Namespace) -> str | None:

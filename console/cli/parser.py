@@ -189,6 +189,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="use the built-in simulator and a simulated 8-GPU host (no GPU needed)",
     )
     parser.add_argument(
+        "--prometheus",
+        metavar="URL",
+        default=None,
+        help="the console reads SGLang servers and GPUs through this Prometheus "
+        "(e.g. http://127.0.0.1:9090) instead of this host's NVML",
+    )
+    parser.add_argument(
         "--no-record",
         action="store_true",
         help="the console does not keep a flight recording of this session",

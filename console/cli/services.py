@@ -29,14 +29,17 @@ class Services:
 
     demo: bool
     state: StatePaths
+    prometheus: str | None = None
+    """Read SGLang and GPU series through this Prometheus (`ddconsole --prometheus URL`)
+    instead of this host's NVML; None reads this host."""
     catalog: ProfileCatalog = field(default_factory=ProfileCatalog)
     _backend: GpuBackend | None = None
     _topology: Topology | None = None
     _host: HostBackend | None = None
 
     @classmethod
-    def create(cls, demo: bool) -> Services:
-        return cls(demo=demo, state=StatePaths.for_mode(demo))
+    def create(cls, demo: bool, prometheus: str | None = None) -> Services:
+        return cls(demo=demo, state=StatePaths.for_mode(demo), prometheus=prometheus)
 
     @property
     def gpu_backend(self) -> GpuBackend:
@@ -72,13 +75,15 @@ class Services:
     ) -> Monitor:
         """The one place a monitor (and through it a telemetry hub) is built for this host:
         the TUI, `metrics`, `snapshot` and `record` all come here. `manager`: the front end's
-        own (the TUI acts through it), else a fresh one when `with_servers`."""
+        own (the TUI acts through it), else a fresh one when `with_servers`. With
+        `prometheus` set, GPUs and every server Prometheus scrapes come from it (one
+        PrometheusSource on the same hub) and NVML is not read."""
         from console.server.monitor import Monitor
         from console.telemetry.sglang_source import HISTOGRAM_EVERY
 
         if manager is None and with_servers:
             manager = self.manager()
-        return Monitor(
+        monitor = Monitor(
             manager,
             self.gpu_backend,
             self.host_backend,
@@ -88,7 +93,17 @@ class Services:
             store=store,
             sync_interval_s=sync_interval_s,
             histogram_every=HISTOGRAM_EVERY if histogram_every is None else histogram_every,
+            watch_gpus=self.prometheus is None,
+            # Prometheus lists the servers it scrapes: a scan of this host would list them twice.
+            external=False if self.prometheus is not None else None,
         )
+        if self.prometheus is not None:
+            from console.telemetry.prom_source import PrometheusSource
+
+            monitor.poller.add(
+                PrometheusSource(self.prometheus, monitor.hub.client, interval_s=interval_s)
+            )
+        return monitor
 
     def live_backend(
         self, *, recordings: Path | None, record_max_bytes: int | None = None

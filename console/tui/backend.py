@@ -18,7 +18,7 @@ from console.profiles.loader import ProfileCatalog
 from console.telemetry.store import TimeSeriesStore
 from console.topology.model import Topology
 from console.topology.placement import Plan
-from console.tui.views import ServerView
+from console.tui.views import FeedNote, ServerView
 
 Progress = Callable[[str], None]
 
@@ -73,6 +73,10 @@ class Backend(Protocol):
         """Moves whenever anything shown may have changed (store or servers)."""
 
     def servers(self) -> list[ServerView]: ...
+
+    def feed_note(self) -> FeedNote | None:
+        """Where readings come from when it is not this host (`prometheus URL: 3 targets,
+        1 down (...)`), for the sources strip; None for this host."""
 
     def runs(self) -> list[RunRow]:
         """Every benchmark run, oldest first: the results folder now (live), or the runs as

@@ -17,7 +17,7 @@ from console.telemetry.store import TimeSeriesStore
 from console.topology.model import Topology
 from console.tui.backend import ReplayControls
 from console.tui.replay import ReadOnlyActions
-from console.tui.views import ServerView
+from console.tui.views import FeedNote, ServerView
 
 
 class StaticBackend(ReadOnlyActions):
@@ -61,6 +61,9 @@ class StaticBackend(ReadOnlyActions):
 
     def version(self) -> int:
         return self.store.version
+
+    def feed_note(self) -> FeedNote | None:
+        return None
 
     def servers(self) -> list[ServerView]:
         return list(self._servers)

@@ -23,12 +23,14 @@ from console.telemetry.store import TimeSeriesStore
 from console.topology.model import Topology
 from console.topology.placement import REDACTED, Plan, PlanWarning, next_free_port, resolve
 from console.tui.backend import ActionRefused, Progress, ReplayControls
-from console.tui.views import ServerView
+from console.tui.prom_views import PROMETHEUS, feed_note, prometheus_views
+from console.tui.views import FeedNote, ServerView
 
 if TYPE_CHECKING:
     from console.bench.request import BenchRequest, CampaignRequest, RunRequest
     from console.server.monitor import Monitor, MonitorFactory
     from console.server.session_recorder import SessionRecorder
+    from console.telemetry.prom_source import PrometheusSource
 
 
 STOP_RUN_TIMEOUT_S = 90.0
@@ -160,16 +162,44 @@ class LiveBackend:
             self.recorder.close()
 
     def servers(self) -> list[ServerView]:
-        """Views of the watcher's current list, rebuilt only when the store moved."""
+        """Views of the watcher's current list (and of what Prometheus scrapes, when the
+        console reads through one), rebuilt only when the store moved."""
         version = self.version()
         if self._views[0] != version:
             views = [view_of(s) for s in self._statuses()]
             views += [external_view(e) for e in self._externals()]
+            prometheus = self._prometheus()
+            if prometheus is not None:
+                views += prometheus_views(prometheus, self.store)
             self._views = (version, views)
         return self._views[1]
 
+    def _prometheus(self) -> PrometheusSource | None:
+        """The Prometheus source the composition root gave the monitor, if any."""
+        if self.monitor is None:
+            return None
+        from console.telemetry.prom_source import PrometheusSource
+
+        source = self.monitor.poller.sources.get(PROMETHEUS)
+        return source if isinstance(source, PrometheusSource) else None
+
+    def feed_note(self) -> FeedNote | None:
+        prometheus = self._prometheus()
+        return None if prometheus is None else feed_note(prometheus)
+
     def _is_external(self, server_id: str) -> bool:
         return server_id.startswith(ID_PREFIX) and server_id not in self.manager.records.ids()
+
+    def _refuse_if_not_ours(self, server_id: str) -> None:
+        """A server this console did not start: refused with how to reach it instead."""
+        if self._is_external(server_id):
+            raise external_refusal(server_id)
+        prometheus = self._prometheus()
+        if prometheus is not None and server_id in prometheus.instances:
+            raise ActionRefused(
+                f"{server_id} is read through Prometheus ({prometheus.url}): the console "
+                "does not act on it; run ddconsole on its host to stop or restart it"
+            )
 
     def _externals(self) -> list[ExternalServer]:
         if self.monitor is None or self.monitor.watcher is None:
@@ -314,8 +344,7 @@ class LiveBackend:
 
     def stop_server(self, server_id: str, progress: Progress) -> str:
         self._refuse_if_read_only()
-        if self._is_external(server_id):
-            raise external_refusal(server_id)
+        self._refuse_if_not_ours(server_id)
         status = self.manager.status(server_id, probe=False)
         if status.state.terminal and not status.orphans:
             self.manager.forget(server_id)
@@ -331,8 +360,7 @@ class LiveBackend:
         from console.server import actions
 
         self._refuse_if_read_only()
-        if self._is_external(server_id):
-            raise external_refusal(server_id)
+        self._refuse_if_not_ours(server_id)
         try:
             status = actions.restart(self.manager, server_id, on_event=progress)
         except ConsoleError as exc:
@@ -345,8 +373,7 @@ class LiveBackend:
         from console.server import actions
 
         self._refuse_if_read_only()
-        if self._is_external(server_id):
-            raise external_refusal(server_id)
+        self._refuse_if_not_ours(server_id)
         try:
             victims = actions.in_the_way(self.manager, plan, replacing=server_id)
             progress = self._with_eta(plan, progress)

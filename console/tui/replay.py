@@ -30,7 +30,7 @@ from console.telemetry.store import TimeSeriesStore
 from console.topology.model import GpuInfo, NumaNode, Topology
 from console.topology.placement import Plan
 from console.tui.backend import ActionRefused, Progress, ReplayControls
-from console.tui.views import LIVE_STATES, ServerView
+from console.tui.views import LIVE_STATES, FeedNote, ServerView
 
 PLAY_TICK_S = 0.25
 HISTORY_S = 300.0
@@ -460,6 +460,9 @@ class ReplayBackend(ReadOnlyActions):
 
     def version(self) -> int:
         return self._version
+
+    def feed_note(self) -> FeedNote | None:
+        return None
 
     def servers(self) -> list[ServerView]:
         views = []

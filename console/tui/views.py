@@ -7,9 +7,18 @@ these from the JSON that `ServerStatus.to_json()` writes, so one code path draws
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from console.bench.results import JsonDict
+
+
+class FeedNote(NamedTuple):
+    """Where the readings come from when it is not this host, for the sources strip."""
+
+    text: str
+    ok: bool
+    """False when the feed cannot be asked or some of its targets are down."""
+
 
 LIVE_STATES = ("starting", "loading", "warming", "ready", "unresponsive", "stopping")
 
@@ -47,6 +56,9 @@ class ServerView:
     ended_recorded: bool = False
     """The status JSON carried `ended_wall` (a recording from before it did not): then
     None there means not ended, and the fold does not work the end out itself."""
+    via: str | None = None
+    """`prometheus`: a scrape target read through Prometheus (`layout` is its job); the
+    console shows it and never acts on it. None: a server on this host."""
 
     @property
     def live(self) -> bool:
@@ -54,6 +66,8 @@ class ServerView:
 
     @property
     def label(self) -> str:
+        if self.via is not None:
+            return f"via {self.via} (job {self.layout})"
         if self.external:
             return f"external {self.layout} {self.model or '?'}"
         return f"{self.profile} {self.layout} {self.variant}"

@@ -21,7 +21,7 @@ from console.tui.screens.find import FIND_BINDINGS, FindScreen
 from console.tui.views import LIVE_STATES, ServerView
 from console.tui.widgets.chart import Line, TimeChart
 from console.tui.widgets.filter_bar import FilterBar
-from console.tui.widgets.gpu_table import SORT_COLUMNS, GpuTable
+from console.tui.widgets.gpu_table import SORT_COLUMNS, GpuTable, gpu_indices
 from console.tui.widgets.now_line import now_line
 from console.tui.widgets.pane import Pane
 from console.tui.widgets.rank_rows import RankRows
@@ -176,7 +176,7 @@ class DashboardScreen(FindScreen):
             self._load_bench_progress()
         shown, total = self.query_one(GpuTable).show(store, backend.topology, servers, self.finder)
         self.show_count(shown, total, "GPUs")
-        self.query_one(SourcesBar).show(store)
+        self.query_one(SourcesBar).show(store, backend.feed_note())
         self._charts(backend.now(), server)
 
     @work(thread=True, exclusive=True, group="dashboard-runs")
@@ -248,7 +248,8 @@ class DashboardScreen(FindScreen):
         if server is None:
             # No server yet: the host's GPU load is still worth a chart.
             every = tuple(
-                SourceId.gpu(g.index).series("util_pct") for g in self.backend.topology.gpus
+                SourceId.gpu(g).series("util_pct")
+                for g in gpu_indices(self.backend.store, self.backend.topology)
             )
             lines: dict[str, list[Line]] = {chart_id: [] for chart_id, _, _ in CHARTS}
             lines["gpu"] = [Line(every, "util (all GPUs)")] if every else []
@@ -258,7 +259,7 @@ class DashboardScreen(FindScreen):
         def one(name: str, label: str, scale: float = 1.0) -> Line:
             return Line((source.series(name),), label, scale)
 
-        gpus = server.gpus or tuple(g.index for g in self.backend.topology.gpus)
+        gpus = server.gpus or tuple(gpu_indices(self.backend.store, self.backend.topology))
 
         def every_gpu(name: str) -> tuple[str, ...]:
             return tuple(SourceId.gpu(g).series(name) for g in gpus)

@@ -80,6 +80,16 @@ def _order(sample: GpuSample | None, index: int) -> dict[str, SortValue]:
     }
 
 
+def gpu_indices(store: TimeSeriesStore, topology: Topology) -> list[int]:
+    """This host's GPUs and any other the store has readings or states of (GPUs read
+    through Prometheus: they have no NUMA node here)."""
+    indices = {gpu.index for gpu in topology.gpus}
+    for name in store.statuses():
+        if name.index is not None:
+            indices.add(name.index)
+    return sorted(indices)
+
+
 class GpuTable(Pane):
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
@@ -105,8 +115,10 @@ class GpuTable(Pane):
         node_cpu = {n.node: n.cpu_pct for n in host.numa} if host is not None else {}
         statuses = store.statuses()
         by_node: dict[int | None, list[int]] = {}
-        for gpu in topology.gpus:
-            by_node.setdefault(gpu.numa_node, []).append(gpu.index)
+        local = {gpu.index: gpu.numa_node for gpu in topology.gpus}
+        every = gpu_indices(store, topology)
+        for index in every:
+            by_node.setdefault(local.get(index), []).append(index)
         nodes = {n.id: n for n in topology.numa_nodes}
         header_key = (tuple(widths), tuple(c.header for c in columns))
         if self._header is None or self._header[0] != header_key:
@@ -142,12 +154,12 @@ class GpuTable(Pane):
             for row in rows:
                 lines.append(self._rows.row(list(row.cells.values()), columns, widths))
             shown += len(rows)
-        if not topology.gpus:
+        if not every:
             lines.append(Text(topology.gpu_status or "no GPUs", style="yellow"))
         elif not shown:
             lines.append(Text(f"no GPU matches /{finder.text}/ (esc clears)", style="yellow"))
         self.put_lines(lines)
-        return shown, len(topology.gpus)
+        return shown, len(every)
 
     def _cpu_set(self, cpus: tuple[int, ...]) -> str:
         if cpus not in self._cpu_sets:

@@ -7,6 +7,7 @@ from rich.text import Text
 from console.core.units import format_bytes
 from console.telemetry.samples import SourceState
 from console.telemetry.store import TimeSeriesStore
+from console.tui.views import FeedNote
 from console.tui.widgets.pane import Pane
 
 STATE_STYLES = {
@@ -19,7 +20,9 @@ STATE_STYLES = {
 
 
 class SourcesBar(Pane):
-    def show(self, store: TimeSeriesStore) -> None:
+    def show(self, store: TimeSeriesStore, feed: FeedNote | None = None) -> None:
+        """Every source's state; `feed` (where readings come from when not this host,
+        e.g. a Prometheus and its targets' health) leads the line."""
         statuses = store.statuses()
         text = Text("sources ", style="bold")
         per_gpu = [s for name, s in statuses.items() if name.index is not None]
@@ -43,6 +46,8 @@ class SourcesBar(Pane):
             for status in bad_gpus[:2]:
                 gpus.append(f" ({status.name}: {status.reason})", style="dim")
             items.insert(0, gpus)
+        if feed is not None:
+            items.insert(0, Text(feed.text, style="" if feed.ok else "yellow"))
         for index, item in enumerate(items):
             if index:
                 text.append(" · ", style="dim")
