@@ -13,7 +13,7 @@ import json
 import math
 import time
 from array import array
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from enum import StrEnum
 
 import aiohttp
@@ -135,8 +135,8 @@ async def run_request(
     body: bytes | None = None,
 ) -> RequestResult:
     """Send one streamed request and time it; errors become `result.error`, never raise.
-    `body` is `encode_body`'s for the prompt when the caller made it ahead (a trace replay,
-    before its send time); otherwise it is made here."""
+    `body` is `encode_body`'s for the prompt when the caller made it ahead; otherwise it is
+    made here."""
     # Serialised and built before the clock starts: only the exchange is timed.
     content = body if body is not None else encode_body(endpoint, prompt, model)
     request = httpx.Request(
@@ -147,16 +147,40 @@ async def run_request(
     )
     result = RequestResult(send_wall=time.time())
     start = time.perf_counter()
-    try:
+
+    async def exchange() -> None:
         async with _streamed(client, request) as response:
-            if response.status_code != 200:
-                text = (await _head(response, 300)).decode(errors="replace")
-                result.error = f"HTTP {response.status_code}: {text.strip()}"
-                return result
-            if endpoint is Endpoint.GENERATE:
-                await _read_native(response, result, start, time_scale)
-            else:
-                await _read_openai(response, result, start, time_scale, endpoint)
+            await read_response(
+                endpoint, response.status_code, response.aiter_raw(), result, start, time_scale
+            )
+
+    await guarded(exchange(), result)
+    return result
+
+
+async def read_response(
+    endpoint: Endpoint,
+    status: int,
+    reads: AsyncIterator[bytes],
+    result: RequestResult,
+    start: float,
+    scale: float,
+) -> None:
+    """Time a response from its status and its body as read off the network (`reads`: one
+    item per read), the request having been sent at `start` (`perf_counter`)."""
+    if status != 200:
+        text = (await _head(reads, 300)).decode(errors="replace")
+        result.error = f"HTTP {status}: {text.strip()}"
+    elif endpoint is Endpoint.GENERATE:
+        await _read_native(reads, result, start, scale)
+    else:
+        await _read_openai(reads, result, start, scale, endpoint)
+
+
+async def guarded(exchange: Awaitable[None], result: RequestResult) -> None:
+    """Run a request's exchange; what goes wrong becomes `result.error`, never raises."""
+    try:
+        await exchange
     except httpx.HTTPError as exc:
         result.error = describe_error(exc, result.chunks)
     except (aiohttp.ClientError, ConnectionError, TimeoutError) as exc:
@@ -168,7 +192,6 @@ async def run_request(
         result.error = f"malformed stream chunk{where}: {type(exc).__name__}: {exc}"[:300]
     if result.error is None and result.output_tokens is None:
         result.error = f"stream ended without a final chunk after {result.chunks} chunks"
-    return result
 
 
 @functools.lru_cache(maxsize=64)
@@ -198,10 +221,10 @@ def _number(value: object) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-async def _head(response: httpx.Response, limit: int) -> bytes:
+async def _head(reads: AsyncIterator[bytes], limit: int) -> bytes:
     """The first `limit` bytes of a body, never more read (an error page may be huge)."""
     data = b""
-    async for chunk in response.aiter_raw():
+    async for chunk in reads:
         data += chunk
         if len(data) >= limit:
             break
@@ -230,7 +253,7 @@ def _finish(
 
 
 async def _read_native(
-    response: httpx.Response, result: RequestResult, start: float, scale: float
+    reads: AsyncIterator[bytes], result: RequestResult, start: float, scale: float
 ) -> None:
     """Per network read, not per event: events that arrive in the same read arrived at the
     same instant, so they are counted (in C, `bytes.count`) and only the last one's
@@ -246,7 +269,7 @@ async def _read_native(
     gaps = result.chunk_gaps_us
     chunks = 0
     token_chunks = 0
-    async for data in response.aiter_raw():
+    async for data in reads:
         now = time.perf_counter()
         if pending:
             data = pending + data
@@ -321,13 +344,17 @@ async def _read_native(
 
 
 async def _read_openai(
-    response: httpx.Response, result: RequestResult, start: float, scale: float, endpoint: Endpoint
+    reads: AsyncIterator[bytes],
+    result: RequestResult,
+    start: float,
+    scale: float,
+    endpoint: Endpoint,
 ) -> None:
     buffer = b""
     first: float | None = None
     last: float | None = None
     previous_chunk: float | None = None
-    async for data in response.aiter_raw():
+    async for data in reads:
         now = time.perf_counter()
         buffer += data
         events, buffer = _events(buffer)

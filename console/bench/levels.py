@@ -20,6 +20,7 @@ import httpx
 
 from console.bench.client import Endpoint, RequestResult, encode_body, run_request
 from console.bench.results import CANCELLED, Counters, JsonDict
+from console.bench.timed_send import TimedSender, can_send_timed
 from console.bench.workload import Prompt, PromptSource, Workload
 from console.core.auth import bearer_from_env
 from console.core.http import JSON_MAX_BYTES, METRICS_MAX_BYTES, get_capped, request_capped
@@ -244,10 +245,24 @@ async def run_level(
 
     if workload.timed:
         speed = spec.replay or 1.0
-        # The level starts when the trace's clock does (after its first prompt is made).
-        started_wall = await _trace_loop(
-            send, prompts, target.time_scale * speed, deadline, stop, keep
-        )
+        async with contextlib.AsyncExitStack() as stack:
+            timed = (
+                await stack.enter_async_context(
+                    TimedSender(
+                        target.url,
+                        endpoint,
+                        headers=target.headers,
+                        time_scale=target.time_scale,
+                        read_timeout_s=client.timeout.read,
+                    )
+                )
+                if can_send_timed(target.url)
+                else None
+            )
+            # The level starts when the trace's clock does (after its first prompt is made).
+            started_wall = await _trace_loop(
+                send, timed, prompts, target.time_scale * speed, deadline, stop, keep
+            )
     elif spec.rate is not None:
         await _open_loop(send, prompts, spec, deadline, stop, keep, target.time_scale)
     else:
@@ -495,6 +510,7 @@ async def _closed_loop(
 
 async def _trace_loop(
     send: _Sender,
+    timed: TimedSender | None,
     prompts: _PromptSource,
     scale: float,
     deadline: float | None,
@@ -505,11 +521,10 @@ async def _trace_loop(
     time scale times the replay speed-up), open loop. Send times are absolute against the
     trace clock's start on `perf_counter`, so a late send never delays the ones after it.
 
-    Each request's task is made up to `REPLAY_LOOKAHEAD_S` ahead, makes its request body,
-    and sleeps to its own send time, so the timer wakes the sender directly (no hop through
-    this loop, which wakes that much earlier to make the next prompt and its task) and only
-    the exchange itself follows the wake-up. Returns the wall time the trace's clock
-    started."""
+    Each request's task is made up to `REPLAY_LOOKAHEAD_S` ahead and makes its request body;
+    `timed` (plain HTTP) then opens its connection and has its thread write the request at
+    the send time, whatever this loop is busy with. Without it (HTTPS) the task sleeps to
+    its send time on this loop. Returns the wall time the trace's clock started."""
     tasks: set[asyncio.Task[None]] = set()
     failure: list[BaseException] = []
     stopper = asyncio.ensure_future(stop.wait())
@@ -520,9 +535,20 @@ async def _trace_loop(
 
     async def one(index: int, prompt: Prompt, due: float) -> None:
         body = send.body(prompt)
-        # Cancelled while asleep it was never sent: nothing is kept for it.
-        await asyncio.sleep(max(0.0, due - time.perf_counter()))
-        result = await _sent(send, prompt, index, stop, keep, body)
+        if timed is None:
+            # Cancelled while asleep it was never sent: nothing is kept for it.
+            await asyncio.sleep(max(0.0, due - time.perf_counter()))
+            result = await _sent(send, prompt, index, stop, keep, body)
+        else:
+            sent_at: list[float] = []
+            try:
+                result = await timed.send(timed.payload(body), due, sent_at.append)
+            except asyncio.CancelledError:
+                # Only a request already written is kept, as in flight.
+                if stop.is_set() and sent_at:
+                    with contextlib.suppress(Exception):
+                        keep(index, RequestResult(send_wall=sent_at[0], error=CANCELLED))
+                raise
         try:
             keep(index, result)
         except Exception as exc:  # results cannot be kept: stop the level
