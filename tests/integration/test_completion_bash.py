@@ -79,7 +79,13 @@ def test_profiles_layouts_and_variants(script: Path, user_profiles: Path):
     (user_profiles / "qwen-mybox.toml").write_text(shipped_profile_on_port("qwen3.6-27b"))
     assert complete(script, "up", "qw") == ["qwen-mybox", "qwen3.6-27b"]
     assert complete(script, "profiles", "show", "k") == ["kimi-k2.6"]
-    assert complete(script, "plan", "qwen3.6-27b", "--layout", "") == ["tp1", "tp4", "tp8", "dp2"]
+    assert complete(script, "plan", "qwen3.6-27b", "--layout", "") == [
+        "tp1",
+        "tp4",
+        "tp8",
+        "dp2",
+        "dp2-gateway",
+    ]
     # bash splits `--layout=tp` at `=`
     assert complete(script, "up", "qwen3.6-27b", "--layout", "=", "tp") == ["tp1", "tp4", "tp8"]
     assert complete(script, "up", "kimi-k2.6", "-v", "") == [

@@ -44,6 +44,7 @@ def test_fish_completes_verbs_values_and_flag_equals_value(tmp_path: Path):
     assert complete("ddconsole pr") == ["profiles", "prune"]
     assert complete("ddconsole up qwen3.6-27b --layout ") == [
         "dp2",
+        "dp2-gateway",
         "tp1",
         "tp4",
         "tp8",

@@ -14,7 +14,7 @@ def test_unknown_layout_lists_layouts(cli):
     result = cli("plan", "qwen3.6-27b", "--layout", "tp2", "--demo")
     assert result.code == 2
     assert "unknown layout 'tp2'" in result.err
-    assert "valid: dp2, tp1, tp4, tp8" in result.err
+    assert "valid: dp2, dp2-gateway, tp1, tp4, tp8" in result.err
 
 
 def test_unknown_variant_lists_variants(cli):
@@ -30,7 +30,7 @@ def test_unknown_variant_lists_variants(cli):
 def test_layout_needed_when_several(cli):
     result = cli("plan", "qwen3.6-27b", "--demo")
     assert result.code == 2
-    assert "--layout (tp1, tp4, tp8, dp2)" in result.err
+    assert "--layout (tp1, tp4, tp8, dp2, dp2-gateway)" in result.err
 
 
 def test_show_unknown_profile(cli):

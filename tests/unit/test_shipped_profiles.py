@@ -40,7 +40,7 @@ def test_both_profiles_ship_and_load():
     assert qwen is not None
     assert kimi is not None
     assert qwen.profile.model.architecture is Architecture.HYBRID_GDN
-    assert set(qwen.profile.layouts) == {"tp1", "tp4", "tp8", "dp2"}
+    assert set(qwen.profile.layouts) == {"tp1", "tp4", "tp8", "dp2", "dp2-gateway"}
     assert set(qwen.profile.variants) == {
         "off",
         "dflash",
