@@ -746,13 +746,14 @@ class CampaignRunner:
         early_stop = judge.why(slo.label()) if judge and judged_early and slo else None
         early_stop = early_stop or (overdue[0] if overdue else None)
         kept = None
+        behind = None
         if self.options.search is not None and level.rate is not None:
             sent = [r for r in outcome.results if r.error != CANCELLED]
             kept = pace(sent, level.rate, target.time_scale)
             self._paces[(cell.cell_id, level.index)] = kept
             if early_stop is None and status == "done":
                 # A server short of the rate fails the level whatever its latencies say.
-                early_stop = kept.behind
+                behind = kept.behind
         if failure and status == "done":
             status = "failed"
         record = LevelRecord(
@@ -773,6 +774,9 @@ class CampaignRunner:
             error=OUTSIDE_STOP if outside else failure,
             flush_error=outcome.flush_error,
             early_stop=early_stop,
+            achieved_rate=kept.achieved if kept else None,
+            sent_rate=kept.sent_rate if kept else None,
+            behind=behind,
         )
         self.run.append("levels.jsonl", record.to_json())
         if outcome.flush_error:
@@ -836,7 +840,8 @@ class CampaignRunner:
     def _knee_pace(self, cell: CellSummary) -> str:
         """`; at 8/s it completed 7.9/s` for a rate knee measured in this attempt."""
         knee = cell.knee
-        if knee is None or knee.kind != "rate" or knee.value is None:
+        if knee is None or knee.kind != "rate" or knee.value is None or knee.achieved is not None:
+            # A knee with its achieved rate says it itself (`Knee.text`).
             return ""
         levels = [lv for lv in cell.levels if lv.rate == knee.value and lv.status == "done"]
         kept = self._paces.get((cell.cell_id, levels[-1].level)) if levels else None
@@ -911,6 +916,8 @@ def _slo_text(level: LevelSummary, slo: Slo | None) -> str:
     if level.early_stop is not None:
         # `stopped early` or `fell behind`: the reason's head; the whole is in --json.
         verdict = f" (fails: {level.early_stop.split(':')[0]})"
+    elif level.behind is not None:
+        verdict = " (fails: fell behind)"
     return f", SLO met by {met}{verdict}, goodput {fmt(level.goodput_tok_s, '.1f')} tok/s"
 
 

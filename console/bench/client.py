@@ -118,6 +118,14 @@ def request_body(endpoint: Endpoint, prompt: Prompt, model: str | None) -> JsonD
     }
 
 
+def ids_sent(endpoint: Endpoint, prompt: Prompt) -> int | None:
+    """How many token ids the request carries: None for text, and for the chat endpoint,
+    which sends ids as the words of a message."""
+    if prompt.input_ids is None or endpoint is Endpoint.CHAT:
+        return None
+    return len(prompt.input_ids)
+
+
 def encode_body(endpoint: Endpoint, prompt: Prompt, model: str | None) -> bytes:
     """The request body as sent (JSON bytes)."""
     return json.dumps(request_body(endpoint, prompt, model), separators=(",", ":")).encode()
@@ -145,7 +153,7 @@ async def run_request(
         content=content,
         headers={"Content-Type": "application/json", **(headers or {})},
     )
-    result = RequestResult(send_wall=time.time())
+    result = RequestResult(send_wall=time.time(), input_len=ids_sent(endpoint, prompt))
     start = time.perf_counter()
 
     async def exchange() -> None:

@@ -50,14 +50,27 @@ def knee_of(levels: Sequence[LevelSummary], slo: Slo, *, searched: bool = False)
         for value, passed in judged
         if passed and (first_failing is None or value < first_failing)
     ]
+    kind = kinds.pop()
+    value = max(passing) if passing else None
     return Knee(
-        kind=kinds.pop(),
-        value=max(passing) if passing else None,
+        kind=kind,
+        value=value,
         first_failing=first_failing,
         attainment=slo.attainment,
         slo=slo.label(),
         loads=tuple(order),
+        achieved=_achieved_at(levels, value) if kind == "rate" else None,
     )
+
+
+def _achieved_at(levels: Sequence[LevelSummary], rate: float | None) -> float | None:
+    """The completions per second the last passing level at `rate` measured."""
+    measured = [
+        level.achieved_rate
+        for level in levels
+        if level.rate == rate and level.slo_pass and level.achieved_rate is not None
+    ]
+    return measured[-1] if measured else None
 
 
 def _never_reached(level: LevelSummary) -> bool:

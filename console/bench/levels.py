@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from console.bench.client import Endpoint, RequestResult, encode_body, run_request
+from console.bench.client import Endpoint, RequestResult, encode_body, ids_sent, run_request
 from console.bench.results import CANCELLED, Counters, JsonDict
 from console.bench.timed_send import TimedSender, can_send_timed
 from console.bench.workload import Prompt, PromptSource, Workload
@@ -543,6 +543,7 @@ async def _trace_loop(
             sent_at: list[float] = []
             try:
                 result = await timed.send(timed.payload(body), due, sent_at.append)
+                result.input_len = ids_sent(timed.endpoint, prompt)
             except asyncio.CancelledError:
                 # Only a request already written is kept, as in flight.
                 if stop.is_set() and sent_at:

@@ -144,7 +144,15 @@ class LevelRecord:
     flush_error: str | None = None
     early_stop: str | None = None
     """Why a saturation search stopped the level before its planned requests (it had
-    already failed the SLO); a level stopped so is done, not interrupted."""
+    already failed the SLO, or a rate level ran past its drain limit); a level stopped so is
+    done, not interrupted."""
+    achieved_rate: float | None = None
+    """A rate search level's completions per server second over [first completion, last
+    send) (`find_max.Pace.achieved`); None for other levels."""
+    sent_rate: float | None = None
+    """Its requests sent per server second, first send to last (`Pace.sent_rate`)."""
+    behind: str | None = None
+    """Why it fails on pace, `fell behind: ...` (`Pace.behind`); None when it kept up."""
 
     def to_json(self) -> JsonDict:
         return {
@@ -165,6 +173,16 @@ class LevelRecord:
             "error": self.error,
             "flush_error": self.flush_error,
             "early_stop": self.early_stop,
+            # Rate search levels only: absent from other levels' lines.
+            **{
+                key: value
+                for key, value in (
+                    ("achieved_rate", self.achieved_rate),
+                    ("sent_rate", self.sent_rate),
+                    ("behind", self.behind),
+                )
+                if value is not None
+            },
         }
 
     @classmethod
@@ -190,6 +208,9 @@ class LevelRecord:
             error=_opt_str(data.get("error")),
             flush_error=_opt_str(data.get("flush_error")),
             early_stop=_opt_str(data.get("early_stop")),
+            achieved_rate=_opt_float(data.get("achieved_rate")),
+            sent_rate=_opt_float(data.get("sent_rate")),
+            behind=_opt_str(data.get("behind")),
         )
 
 
@@ -333,6 +354,9 @@ class RequestResult:
     e2e_s: float | None = None
     output_tokens: int | None = None
     prompt_tokens: int | None = None
+    input_len: int | None = None
+    """The prompt's length in token ids as sent, for a request whose body carried ids (None
+    for text, whose length in tokens is the server's to count)."""
     chunks: int = 0
     token_chunks: int = 0
     itl_s: float | None = None
@@ -361,6 +385,7 @@ class RequestResult:
             "e2e_s": self.e2e_s,
             "output_tokens": self.output_tokens,
             "prompt_tokens": self.prompt_tokens,
+            "input_len": self.input_len,
             "chunks": self.chunks,
             "token_chunks": self.token_chunks,
             "tokens_per_chunk": self.tokens_per_chunk,
@@ -397,6 +422,7 @@ class RequestResult:
             e2e_s=num("e2e_s"),
             output_tokens=count("output_tokens"),
             prompt_tokens=count("prompt_tokens"),
+            input_len=count("input_len"),
             chunks=count("chunks") or 0,
             token_chunks=count("token_chunks") or 0,
             itl_s=num("itl_s"),
@@ -467,7 +493,18 @@ _READERS: dict[str, Callable[[object], object]] = {
 }
 # Keys written only when set (absent, not null, otherwise): the schema has always had them so.
 _OMIT_WHEN_NONE = frozenset(
-    {"chunk_accept_mismatch", "accept_length_note", "reason", "window_note", "early_stop"}
+    {
+        "chunk_accept_mismatch",
+        "accept_length_note",
+        "reason",
+        "window_note",
+        "early_stop",
+        "achieved_rate",
+        "sent_rate",
+        "behind",
+        "prompt_len_checked",
+        "prompt_len_off",
+    }
 )
 
 
@@ -569,6 +606,18 @@ class LevelSummary:
     """Requests per second that met the SLO (SGLang's `request_goodput`)."""
     early_stop: str | None = None
     """Why a saturation search stopped this level before its planned requests."""
+    achieved_rate: float | None = None
+    """A rate search level's completions per server second (`LevelRecord.achieved_rate`)."""
+    sent_rate: float | None = None
+    behind: str | None = None
+    """Why a rate search level fails on pace, `fell behind: ...`; it fails whatever its
+    latencies (`slo_pass` is False)."""
+    prompt_len_checked: int | None = None
+    """Finished requests whose prompt went as token ids and whose server counted its
+    `prompt_tokens`; None when there were none (text prompts)."""
+    prompt_len_off: int | None = None
+    """Of those, the ones whose `prompt_tokens` differ from the ids sent by more than
+    `PROMPT_LEN_TOLERANCE`: a tokenizer or template that changes the prompt's length."""
 
     def __post_init__(self) -> None:
         if self.requests == 0:
@@ -666,9 +715,12 @@ class Knee:
     """The SLO's label, `TTFT ≤ 200 ms`."""
     loads: tuple[float, ...] = ()
     """Every load measured, in the order measured."""
+    achieved: float | None = None
+    """A rate knee's completions per second at the knee level (`LevelSummary.achieved_rate`);
+    None for a concurrency knee, or when not measured."""
 
     def to_json(self) -> JsonDict:
-        return {
+        out: JsonDict = {
             "kind": self.kind,
             "value": self.value,
             "first_failing": self.first_failing,
@@ -676,6 +728,9 @@ class Knee:
             "slo": self.slo,
             "loads": list(self.loads),
         }
+        if self.achieved is not None:
+            out["achieved"] = self.achieved
+        return out
 
     @classmethod
     def from_json(cls, data: object) -> Knee | None:
@@ -693,6 +748,7 @@ class Knee:
                 for v in (_opt_float(x) for x in (loads if isinstance(loads, list) else ()))
                 if v is not None
             ),
+            achieved=_opt_float(data.get("achieved")),
         )
 
     def text(self) -> str:
@@ -707,7 +763,8 @@ class Knee:
             if self.first_failing is not None
             else ", the highest load tried"
         )
-        return f"carries {self.value:g}{unit} at {self.slo} for {share} of requests{above}"
+        done = f" (completed {self.achieved:.3g}/s)" if self.achieved is not None else ""
+        return f"carries {self.value:g}{unit}{done} at {self.slo} for {share} of requests{above}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -19,6 +19,7 @@ from pathlib import Path
 from console.bench.acceptance import drop_position, sum_histograms
 from console.bench.findings import find_all
 from console.bench.knee import knee_of
+from console.bench.prompt_check import prompt_len_counts
 from console.bench.rank_facts import rank_levels
 from console.bench.results import (
     CANCELLED,
@@ -127,6 +128,7 @@ def summarize_level(
     accepted_per_step = accept if speculative else 1.0
     tokens_per_chunk = mean([r.tokens_per_chunk for r in ok])
     picked = _gpu_readings(gpu, level, cell)
+    prompt_len_checked, prompt_len_off = prompt_len_counts(every_ok)
     # Every request failed: the level failed, whatever the runner recorded.
     status = "failed" if requests and not every_ok else level.status
     reason = None
@@ -188,6 +190,11 @@ def summarize_level(
             every_ok, level_duration if level_duration > 0 else None, cell.server_dp_size
         ),
         early_stop=level.early_stop,
+        achieved_rate=level.achieved_rate,
+        sent_rate=level.sent_rate,
+        behind=level.behind,
+        prompt_len_checked=prompt_len_checked,
+        prompt_len_off=prompt_len_off,
         window=window.kind,
         window_note=window.why,
         window_start_s=window.start_s,
@@ -201,7 +208,7 @@ def summarize_level(
                 ok,
                 window.output_tokens,
                 window.completions,
-                level.early_stop,
+                level.early_stop or level.behind,
             )
         ),
     )
@@ -230,7 +237,7 @@ def _slo_figures(
     counted: Sequence[RequestResult],
     window_tokens: float,
     completions: int,
-    early_stop: str | None = None,
+    failed_by: str | None = None,
 ) -> SloFigures:
     """Goodput is the throughput's share that good requests generated: their output tokens
     over all of the counted requests', times the window's tokens, so it equals throughput
@@ -238,8 +245,9 @@ def _slo_figures(
     if slo is None or judged is None or not judged.counted:
         return SloFigures()
     passed = judged.passes(slo)
-    if early_stop is not None:
-        # A search stopped it once it could no longer reach the attainment.
+    if failed_by is not None:
+        # A search stopped it once it could no longer reach the attainment, or a rate
+        # level's server (or client) fell behind its arrivals.
         passed = False
     by_metric = judged.met_by_metric
     counted_tokens = sum(int(r.output_tokens or 0) for r in counted)

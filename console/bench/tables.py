@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from console.bench.acceptance import histogram_rows
+from console.bench.prompt_check import prompt_len_note
 from console.bench.results import CellSummary, LevelSummary, RunSummary
 
 Value = float | int | str | None
@@ -81,8 +82,10 @@ def _passed(_: CellSummary, level: LevelSummary) -> str | None:
     if level.slo_pass is None:
         return None
     if level.early_stop:
-        # `stopped early: 3 of 16 requests missed ...`, `fell behind: completed 10/s ...`.
+        # `stopped early: 3 of 16 requests missed ...`, `fell behind: 195 of 480 finished ...`.
         return f"FAIL ({level.early_stop.split(':', 1)[0]})"
+    if level.behind:
+        return "FAIL (fell behind)"
     return "pass" if level.slo_pass else "FAIL"
 
 
@@ -456,6 +459,22 @@ def knee_lines(summary: RunSummary) -> list[str]:
     return lines
 
 
+def level_notes(summary: RunSummary) -> list[str]:
+    """A line per level with something to say beyond its row: why a rate level fell behind
+    (the whole reason), and prompts the server counted at another length than sent."""
+    lines = []
+    for cell, level in summary.levels():
+        name = " ".join(
+            part for part in (cell.profile or cell.server, cell.layout, cell.variant) if part
+        )
+        load = level.label or level.load_label
+        where = f"{name + ' ' if name else ''}level {level.level + 1} ({load})"
+        for note in (level.behind, prompt_len_note(level)):
+            if note:
+                lines.append(f"{where}: {note}")
+    return lines
+
+
 def window_line(summary: RunSummary) -> str:
     """What the statistics count: the steady windows, or every request, and how many."""
     levels = [level for _, level in summary.levels() if level.window is not None]
@@ -599,6 +618,9 @@ def to_markdown(summary: RunSummary) -> str:
     window = window_line(summary)
     if window:
         lines += ["", window]
+    notes = level_notes(summary)
+    if notes:
+        lines += [""] + [f"- {line}" for line in notes]
     if judged(summary):
         view = slo_view(summary)
         lines += ["", f"## {slo_title(summary)}", ""]

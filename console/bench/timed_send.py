@@ -18,8 +18,8 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any
 from queue import SimpleQueue
+from typing import Any
 from urllib.parse import urlsplit
 
 import httptools

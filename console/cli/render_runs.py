@@ -20,6 +20,7 @@ def print_summary(summary: RunSummary) -> None:
         headers,
         judged,
         knee_lines,
+        level_notes,
         rank_lines,
         scaling_tables,
         slo_rows,
@@ -41,6 +42,8 @@ def print_summary(summary: RunSummary) -> None:
     window = window_line(summary)
     if window:
         print(window)
+    for line in level_notes(summary):
+        print(f"  {line}")
     if judged(summary):
         view = slo_view(summary)
         print(f"\n{slo_title(summary)}:")
