@@ -539,6 +539,7 @@ async def _trace_loop(
             # Cancelled while asleep it was never sent: nothing is kept for it.
             await asyncio.sleep(max(0.0, due - time.perf_counter()))
             result = await _sent(send, prompt, index, stop, keep, body)
+            result.send_late_s = result.send_wall - (started_wall + due - start)
         else:
             sent_at: list[float] = []
             try:

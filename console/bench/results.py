@@ -357,6 +357,9 @@ class RequestResult:
     input_len: int | None = None
     """The prompt's length in token ids as sent, for a request whose body carried ids (None
     for text, whose length in tokens is the server's to count)."""
+    send_late_s: float | None = None
+    """A trace replay's request: how long after its time on the trace's clock it went out,
+    in real seconds; None for other levels."""
     chunks: int = 0
     token_chunks: int = 0
     itl_s: float | None = None
@@ -386,6 +389,7 @@ class RequestResult:
             "output_tokens": self.output_tokens,
             "prompt_tokens": self.prompt_tokens,
             "input_len": self.input_len,
+            "send_late_s": self.send_late_s,
             "chunks": self.chunks,
             "token_chunks": self.token_chunks,
             "tokens_per_chunk": self.tokens_per_chunk,
@@ -423,6 +427,7 @@ class RequestResult:
             output_tokens=count("output_tokens"),
             prompt_tokens=count("prompt_tokens"),
             input_len=count("input_len"),
+            send_late_s=num("send_late_s"),
             chunks=count("chunks") or 0,
             token_chunks=count("token_chunks") or 0,
             itl_s=num("itl_s"),

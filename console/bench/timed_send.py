@@ -214,6 +214,7 @@ class TimedSender:
                 result.error = f"connection error: {exc}"
                 return result
             result.send_wall = sent_wall
+            result.send_late_s = start - due
             on_sent(sent_wall)
             reader, writer = await asyncio.open_connection(sock=sock)
             cleanup.pop_all()
