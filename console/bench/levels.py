@@ -256,7 +256,7 @@ async def run_level(
                         read_timeout_s=client.timeout.read,
                     )
                 )
-                if can_send_timed(target.url)
+                if can_send_timed(target.url, target.headers)
                 else None
             )
             # The level starts when the trace's clock does (after its first prompt is made).

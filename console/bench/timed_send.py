@@ -33,9 +33,34 @@ CONNECT_TIMEOUT_S = 10.0
 READ_BYTES = 1 << 16
 
 
-def can_send_timed(url: str) -> bool:
-    """Whether `url` is one the send thread speaks to (plain HTTP)."""
-    return urlsplit(url).scheme == "http"
+def can_send_timed(url: str, headers: dict[str, str] | None = None) -> bool:
+    """Whether the send thread speaks to `url` (plain HTTP) with these headers (none that
+    would break the request's head; the ordinary client refuses those with its own error)."""
+    text = "".join(f"{name}{value}" for name, value in (headers or {}).items())
+    return urlsplit(url).scheme == "http" and "\r" not in text and "\n" not in text
+
+
+_switch_lock = threading.Lock()
+_switch_users = 0
+_switch_default = sys.getswitchinterval()
+
+
+def _shorten_switch_interval() -> None:
+    """While any send thread runs, the GIL changes hands every `SWITCH_INTERVAL_S`."""
+    global _switch_users, _switch_default
+    with _switch_lock:
+        if _switch_users == 0:
+            _switch_default = sys.getswitchinterval()
+            sys.setswitchinterval(SWITCH_INTERVAL_S)
+        _switch_users += 1
+
+
+def _restore_switch_interval() -> None:
+    global _switch_users
+    with _switch_lock:
+        _switch_users -= 1
+        if _switch_users == 0:
+            sys.setswitchinterval(_switch_default)
 
 
 @dataclass(eq=False)
@@ -68,16 +93,15 @@ class _SendThread:
         self._jobs: SimpleQueue[_Job | None] = SimpleQueue()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="timed-send", daemon=True)
-        self._switch = sys.getswitchinterval()
 
     def start(self) -> None:
-        sys.setswitchinterval(SWITCH_INTERVAL_S)
+        _shorten_switch_interval()
         self._thread.start()
 
     def close(self) -> None:
         self._jobs.put(None)
         self._thread.join()
-        sys.setswitchinterval(self._switch)
+        _restore_switch_interval()
 
     def submit(self, job: _Job) -> None:
         self._jobs.put(job)
@@ -91,7 +115,7 @@ class _SendThread:
     def _run(self) -> None:
         while (job := self._jobs.get()) is not None:
             delay = job.due - time.perf_counter()
-            if delay > 0:
+            if delay > 0 and not job.withdrawn:
                 time.sleep(delay)
             with self._lock:
                 if job.withdrawn:
