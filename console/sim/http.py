@@ -16,6 +16,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response, Strea
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from console.sim import loads as sim_loads
 from console.sim.dispatch import meta_dp_rank
 from console.sim.engine import Chunk, Engine, SimRequest
 from console.sim.prefix import NO_KEYS, PrefixKeys, id_keys, text_keys
@@ -81,6 +82,7 @@ def build_app(state: SimState, on_fault: Callable[[str], Awaitable[None]]) -> AS
         Route("/server_info", handlers.server_info, methods=["GET"]),
         Route("/get_server_info", handlers.get_server_info, methods=["GET"]),
         Route("/v1/models", handlers.models, methods=["GET"]),
+        Route("/v1/loads", handlers.loads, methods=["GET"]),
         Route("/generate", handlers.generate, methods=["POST", "PUT"]),
         Route("/v1/completions", handlers.completions, methods=["POST"]),
         Route("/v1/chat/completions", handlers.chat, methods=["POST"]),
@@ -160,6 +162,26 @@ class Handlers:
 
     async def model_info(self, request: Request) -> Response:
         return JSONResponse(self._model_info())
+
+    async def loads(self, request: Request) -> Response:
+        """Per-DP-rank load (srt/entrypoints/v1_loads.py:96-147): smg's load monitor asks."""
+        params = request.query_params
+        rank_text = params.get("dp_rank")
+        try:
+            dp_rank = None if rank_text is None else int(rank_text)
+        except ValueError:
+            # FastAPI's validation of `dp_rank: Optional[int]`.
+            return JSONResponse({"detail": "dp_rank must be an integer"}, status_code=422)
+        try:
+            data = sim_loads.loads(self.state, params.get("include"), dp_rank)
+        except sim_loads.LoadsError as exc:
+            return JSONResponse({"detail": str(exc)}, status_code=400)
+        if params.get("format") == "prometheus":
+            return PlainTextResponse(
+                sim_loads.prometheus_text(data),
+                media_type="text/plain; version=0.0.4; charset=utf-8",
+            )
+        return JSONResponse(data)
 
     async def get_model_info(self, request: Request) -> Response:
         log.warning(
