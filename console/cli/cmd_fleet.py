@@ -65,7 +65,7 @@ def _fleet(args: argparse.Namespace) -> int:
             await fleet.wait_settled(args.timeout)
             return fleet.summaries()
         finally:
-            await fleet.stop()
+            await asyncio.wait_for(fleet.stop(), 15)
 
     summaries = asyncio.run(look())
     if args.json:

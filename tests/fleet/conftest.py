@@ -1,0 +1,253 @@
+"""Fake SSH hosts for the fleet tests: an asyncssh server per host on its own loopback address
+(127.0.0.2, 127.0.0.3) and a free port, with its own host key, that runs each requested
+command as a real local subprocess (`/bin/sh -c COMMAND`, as sshd runs it through the user's
+shell) in that host's own environment: its own XDG state and config folders, so its own
+servers and its own simulated 8-GPU demo host.
+
+The client side is the user's as ddconsole meets it: a temporary HOME whose `~/.ssh` holds
+the client key, a known_hosts naming every fake host's key, and a config with an alias.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import threading
+from collections.abc import Coroutine, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+import pytest
+
+from console.core.net import free_port
+
+DDCONSOLE = str(Path(sys.executable).with_name("ddconsole"))
+"""The venv's `ddconsole` script: what hosts.toml's `ddconsole` names on each fake host."""
+SIM_SPEED = "20"
+
+
+class LoopThread:
+    """An event loop of its own in a daemon thread: the fake SSH servers keep serving while
+    the test blocks on a subprocess or runs a loop of its own."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._thread.start()
+
+    def call(self, coro: Coroutine[Any, Any, Any], timeout: float = 30) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+        self.loop.close()
+
+
+@dataclass
+class FakeHost:
+    """One SSH host: `start()` listens on address:port, `stop()` closes the listener and
+    every connection and ends the commands it was running (as a host going away does)."""
+
+    name: str
+    address: str
+    port: int
+    root: Path
+    key: asyncssh.SSHKey
+    authorized: Path
+    thread: LoopThread
+    env: dict[str, str] = field(default_factory=dict)
+    _acceptor: Any = None
+    _conns: set[Any] = field(default_factory=set)
+    _procs: set[asyncio.subprocess.Process] = field(default_factory=set)
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def start(self) -> None:
+        self.thread.call(self._start())
+
+    def stop(self) -> None:
+        self.thread.call(self._stop())
+
+    async def _start(self) -> None:
+        host = self
+
+        class Server(asyncssh.SSHServer):
+            def connection_made(self, conn: Any) -> None:
+                host._conns.add(conn)
+
+            def connection_lost(self, exc: Exception | None) -> None:
+                pass
+
+        self._acceptor = await asyncssh.listen(
+            self.address,
+            self.port,
+            server_host_keys=[self.key],
+            authorized_client_keys=str(self.authorized),
+            server_factory=Server,
+            process_factory=self._handle,
+            encoding=None,
+            reuse_address=True,
+        )
+
+    async def _stop(self) -> None:
+        if self._acceptor is not None:
+            self._acceptor.close()
+            await self._acceptor.wait_closed()
+            self._acceptor = None
+        for conn in list(self._conns):
+            conn.abort()
+        self._conns.clear()
+        for proc in list(self._procs):
+            _kill_group(proc)
+        if self._tasks:  # each command's handler ends once its process has
+            await asyncio.wait(list(self._tasks), timeout=15)
+
+    async def _handle(self, process: asyncssh.SSHServerProcess[bytes]) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        try:
+            await self._run(process)
+        finally:
+            self._tasks.discard(task)
+
+    async def _run(self, process: asyncssh.SSHServerProcess[bytes]) -> None:
+        proc = await asyncio.create_subprocess_exec(
+            "/bin/sh",
+            "-c",
+            process.command or "true",
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=self.env,
+            cwd=self.root,
+            start_new_session=True,
+        )
+        self._procs.add(proc)
+        assert proc.stdout is not None
+        assert proc.stderr is not None
+        try:
+            await asyncio.gather(
+                _pump(proc.stdout, process.stdout, proc), _pump(proc.stderr, process.stderr, proc)
+            )
+            status = await proc.wait()
+            with contextlib.suppress(Exception):
+                process.exit(status if status >= 0 else 128 - status)
+        finally:
+            if proc.returncode is None:
+                _kill_group(proc)
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(proc.wait(), 10)
+            self._procs.discard(proc)
+
+
+async def _pump(
+    reader: asyncio.StreamReader, writer: Any, proc: asyncio.subprocess.Process
+) -> None:
+    """Copy to the channel until EOF. Once the channel is gone (the client went away) the
+    command is ended, as sshd ends it, and the rest of its output is read and dropped."""
+    gone = False
+    while True:
+        chunk = await reader.read(65536)
+        if not chunk:
+            return
+        if gone:
+            continue
+        try:
+            writer.write(chunk)
+            await writer.drain()
+        except Exception:
+            gone = True
+            _kill_group(proc)
+
+
+def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGTERM)
+
+
+@dataclass
+class SshWorld:
+    home: Path
+    hosts: dict[str, FakeHost]
+    client_key: Path
+
+
+@pytest.fixture
+def loop_thread() -> Iterator[LoopThread]:
+    thread = LoopThread()
+    yield thread
+    thread.close()
+
+
+def _host_env(root: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "DDCONSOLE_"))}
+    for name in ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"):
+        folder = root / name.lower()
+        folder.mkdir(parents=True, exist_ok=True)
+        env[name] = str(folder)
+    env["HOME"] = str(root)
+    env["DDCONSOLE_SIM_SPEED"] = SIM_SPEED
+    return env
+
+
+@pytest.fixture
+def ssh_world(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, loop_thread: LoopThread
+) -> Iterator[SshWorld]:
+    """Two fake hosts, `alpha` on 127.0.0.2 (reached through a ~/.ssh/config alias) and
+    `beta` on 127.0.0.3 (reached as user@127.0.0.3:PORT), both started; HOME points at a
+    client home whose ~/.ssh knows them. This process's own demo host is `local`."""
+    home = tmp_path / "client-home"
+    ssh = home / ".ssh"
+    ssh.mkdir(parents=True, mode=0o700)
+    client = asyncssh.generate_private_key("ssh-ed25519")
+    client.write_private_key(str(ssh / "id_ed25519"))
+    (ssh / "id_ed25519").chmod(0o600)
+    client.write_public_key(str(ssh / "id_ed25519.pub"))
+    authorized = tmp_path / "authorized_keys"
+    client.write_public_key(str(authorized))
+    hosts: dict[str, FakeHost] = {}
+    known: list[str] = []
+    for name, address in (("alpha", "127.0.0.2"), ("beta", "127.0.0.3")):
+        key = asyncssh.generate_private_key("ssh-ed25519")
+        root = tmp_path / f"host-{name}"
+        host = FakeHost(
+            name, address, free_port(address), root, key, authorized, loop_thread, _host_env(root)
+        )
+        hosts[name] = host
+        public = key.export_public_key("openssh").decode().strip()
+        known.append(f"[{address}]:{host.port} {public}")
+    (ssh / "known_hosts").write_text("\n".join(known) + "\n")
+    alpha = hosts["alpha"]
+    (ssh / "config").write_text(
+        f"Host alpha\n  HostName {alpha.address}\n  Port {alpha.port}\n  User tester\n"
+        "  IdentityFile ~/.ssh/id_ed25519\n"
+    )
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("DDCONSOLE_SIM_SPEED", SIM_SPEED)
+    for host in hosts.values():
+        host.start()
+    yield SshWorld(home, hosts, ssh / "id_ed25519")
+    for host in hosts.values():
+        host.stop()
+
+
+def write_hosts_toml(world: SshWorld) -> Path:
+    """hosts.toml naming both fake hosts (one by alias, one by user@address:port)."""
+    from console.fleet.hosts import hosts_path
+
+    beta = world.hosts["beta"]
+    path = hosts_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        f'[[host]]\nname = "alpha"\ntarget = "alpha"\nddconsole = "{DDCONSOLE}"\n\n'
+        f'[[host]]\nname = "beta"\ntarget = "tester@{beta.address}:{beta.port}"\n'
+        f'ddconsole = "{DDCONSOLE}"\n'
+    )
+    return path
