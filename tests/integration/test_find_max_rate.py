@@ -57,7 +57,7 @@ def test_a_rate_search_reports_no_knee_above_what_the_server_completes(tmp_path:
     planned = [lv["rate"] * 30 for lv in levels]
     counted = [lv["requests"] + lv["errors"] for lv in levels]
     for level, plan, count in zip(levels, planned, counted, strict=True):
-        if level.get("early_stop"):
+        if level.get("early_stop") or level.get("behind"):
             assert count <= plan + 1, level
         else:
             assert abs(count - plan) < 1, level
