@@ -56,6 +56,12 @@ class ServerView:
     ended_recorded: bool = False
     """The status JSON carried `ended_wall` (a recording from before it did not): then
     None there means not ended, and the fold does not work the end out itself."""
+    gang: tuple[str, ...] = ()
+    """A multi-node server's node ids, head first (the head's id names the gang); empty
+    for a single-node server."""
+    node_rank: int | None = None
+    nodes: tuple[str, ...] = ()
+    """Each rank's host (`local` or a hosts-file name), by rank."""
     via: str | None = None
     """`prometheus`: a scrape target read through Prometheus (`layout` is its job); the
     console shows it and never acts on it. None: a server on this host."""
@@ -63,6 +69,17 @@ class ServerView:
     @property
     def live(self) -> bool:
         return self.state in LIVE_STATES
+
+    @property
+    def is_node(self) -> bool:
+        """A non-head node of a gang: listed under its head, never on its own."""
+        return bool(self.gang) and self.gang[0] != self.id
+
+    @property
+    def host(self) -> str:
+        """The host this node (or server) runs on."""
+        rank = self.node_rank or 0
+        return self.nodes[rank] if rank < len(self.nodes) else "local"
 
     @property
     def label(self) -> str:
@@ -107,4 +124,16 @@ class ServerView:
             scheduler_pids=tuple(int(p) for p in data.get("scheduler_pids") or ()),
             ended_wall=float(ended) if isinstance(ended, int | float) else None,
             ended_recorded="ended_wall" in data,
+            gang=tuple(str(n) for n in data.get("gang") or ()),
+            node_rank=opt_int(data.get("node_rank")),
+            nodes=tuple(str(n) for n in data.get("nodes") or ()),
         )
+
+
+def gang_nodes(server: ServerView, servers: list[ServerView]) -> list[ServerView]:
+    """A gang head's nodes (itself included) by rank, from `servers`; [] for a server that
+    is not a gang's head."""
+    if not server.gang or server.is_node:
+        return []
+    members = {s.id: s for s in servers if s.id in server.gang}
+    return sorted(members.values(), key=lambda s: s.node_rank or 0)

@@ -118,8 +118,9 @@ class DashboardScreen(FindScreen):
         return next((s for s in servers if s.id == self.focused_server), None)
 
     def listed_servers(self) -> tuple[list[ServerView], int]:
-        """The servers the strip lists (and `f` cycles), and how many the fold hides."""
-        servers = self.backend.servers()
+        """The servers the strip lists (and `f` cycles), and how many the fold hides. A
+        gang is its head (the other nodes serve no API)."""
+        servers = [s for s in self.backend.servers() if not s.is_node]
         if self.show_ended:
             return servers, 0
         now = self._clock() if self._clock is not None else None

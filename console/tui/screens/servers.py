@@ -26,11 +26,13 @@ from console.tui.read_only import refusal
 from console.tui.screens.find import FIND_BINDINGS, FindScreen
 from console.tui.screens.launch import LaunchChoice, LaunchScreen
 from console.tui.screens.modals import ConfirmScreen
-from console.tui.views import ServerView
+from console.tui.views import ServerView, gang_nodes
 from console.tui.widgets.filter_bar import FilterBar
 from console.tui.widgets.finder import FindRow, sort_value
 from console.tui.widgets.server_strip import state_text, state_word
 
+NODE_KEY = "node:"
+"""Row keys of a gang's node rows (rank 0 is the head's own id again)."""
 COLUMNS = ("ID", "PROFILE", "LAYOUT", "VARIANT", "STATE", "PORT", "GPUS", "NUMA", "UP", "REASON")
 # Under 110 columns: the profile is in the ID already, the state is its word alone (the
 # phase is in the detail below) and last, so nothing after it is pushed off the edge.
@@ -75,6 +77,24 @@ def server_detail(server: ServerView) -> Table:
     for line in server.failure_excerpt[-4:]:
         table.add_row("log", Text(line, style="red"))
     return table
+
+
+def node_row(node: ServerView, wide: bool) -> FindRow:
+    """A gang's node, indented under its head: rank, host, pid, state, why it ended. It
+    sorts and filters with its head (`fill_found` keeps it after the head's row)."""
+    values: dict[str, str | Text] = {
+        "ID": Text(f" └ rank {node.node_rank or 0} {node.host}", style="dim"),
+        "PROFILE": "",
+        "LAYOUT": f"pid {node.pid or '-'}",
+        "VARIANT": "",
+        "STATE": state_text(node) if wide else state_word(node),
+        "PORT": str(node.port or "-") if not node.is_node else "-",
+        "GPUS": format_index_set(list(node.gpus)),
+        "NUMA": format_index_set(list(node.numa_nodes)),
+        "UP": format_duration(node.uptime_s),
+        "REASON": node.reason or "",
+    }
+    return FindRow(NODE_KEY + node.id, values, {}, follows=node.gang[0])
 
 
 class ServersScreen(FindScreen):
@@ -137,8 +157,9 @@ class ServersScreen(FindScreen):
         row = table.cursor_row
         if row < 0 or row >= table.row_count:
             return None
-        key = table.coordinate_to_cell_key(Coordinate(row, 0)).row_key.value
-        return next((s for s in self.backend.servers() if s.id == key), None)
+        key = str(table.coordinate_to_cell_key(Coordinate(row, 0)).row_key.value)
+        server_id = key.removeprefix(NODE_KEY)
+        return next((s for s in self.backend.servers() if s.id == server_id), None)
 
     def sort_columns(self) -> tuple[str, ...]:
         shown = COLUMNS if self.size.width >= 110 else NARROW_COLUMNS
@@ -161,9 +182,12 @@ class ServersScreen(FindScreen):
         columns = COLUMNS if wide else NARROW_COLUMNS
         listed, folded = self.visible_servers()
         servers = listed + folded if self.show_ended else listed
-        keep = self.selected()
+        keep = self._selected_key()
         rows: list[FindRow] = []
+        everyone = self.backend.servers()
         for server in servers:
+            if server.is_node:
+                continue  # listed under its head
             values: dict[str, str | Text] = {
                 "ID": server.id,
                 "PROFILE": server.profile,
@@ -182,13 +206,19 @@ class ServersScreen(FindScreen):
                 "GPUS": sort_value(min(server.gpus, default=None)),
             }
             rows.append(FindRow(server.id, values, order))
-        self._shown_ids = self.fill_found(
-            table, columns, rows, keep.id if keep is not None else None, "servers"
-        )
+            for node in gang_nodes(server, everyone):
+                rows.append(node_row(node, wide))
+        self._shown_ids = self.fill_found(table, columns, rows, keep, "servers")
         note = self.query_one("#folded", Static)
         note.set_class(bool(folded), "shown")
         note.update(folded_note(len(folded), self.fold_after_s, self.show_ended) if folded else "")
         self._show_detail()
+
+    def _selected_key(self) -> str | None:
+        table = self.query_one("#list", DataTable)
+        if not 0 <= table.cursor_row < table.row_count:
+            return None
+        return str(table.coordinate_to_cell_key(Coordinate(table.cursor_row, 0)).row_key.value)
 
     def on_data_table_row_highlighted(self) -> None:
         self._show_detail()

@@ -48,6 +48,10 @@ class FindRow:
     search: str = ""
     """Text the filter also matches but no cell shows in full (a run id or name cut to fit
     a narrow column), so a row is found by what it is, not by what fits on screen."""
+    follows: str | None = None
+    """The key of the row this one belongs under (a gang's node under its head): it is
+    never sorted on its own, is shown right after that row, and keeps it listed when the
+    filter matches only the follower."""
 
     def matches(self, needle: str) -> bool:
         shown = " ".join(plain(c) for c in self.cells.values())
@@ -95,7 +99,24 @@ class Finder:
     def apply(self, rows: Sequence[FindRow]) -> list[FindRow]:
         """The rows the filter keeps, in sort order (a stable sort: ties keep their order)."""
         needle = self.text.lower()
-        kept = [row for row in rows if row.matches(needle)] if needle else list(rows)
+        followers: dict[str, list[FindRow]] = {}
+        for row in rows:
+            if row.follows is not None:
+                followers.setdefault(row.follows, []).append(row)
+        leaders = [row for row in rows if row.follows is None]
+        kept = (
+            [
+                row
+                for row in leaders
+                if row.matches(needle) or any(f.matches(needle) for f in followers.get(row.key, ()))
+            ]
+            if needle
+            else leaders
+        )
+        kept = self._sorted(kept)
+        return [shown for row in kept for shown in (row, *followers.get(row.key, ()))]
+
+    def _sorted(self, kept: list[FindRow]) -> list[FindRow]:
         column = self.column
         if column is not None:
             blanks = [row for row in kept if row.value(column)[0] == 2]
