@@ -1,0 +1,108 @@
+"""hosts.toml: `local` is always there and first; every mistake names the file, the host and
+the field; `--host` finds a host or lists the known ones; the global `--host` is the one
+taken out of the argv relayed to the host (a verb's own `--host`, the simulator's, stays)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from console.cli.cmd_fleet import strip_host
+from console.core.errors import UsageError
+from console.fleet.hosts import LOCAL, Host, find_host, hosts_path, load_hosts, parse_target
+
+
+def write(text: str) -> Path:
+    path = hosts_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_without_a_file_there_is_local_only() -> None:
+    assert load_hosts() == [Host(LOCAL)]
+
+
+def test_hosts_in_order_after_local() -> None:
+    write(
+        '[[host]]\nname = "gpu2"\ntarget = "ops@gpu2:2222"\nddconsole = "/opt/dd/bin/ddconsole"\n'
+        '[[host]]\nname = "gpu3"\ntarget = "gpu3-alias"\n'
+    )
+    hosts = load_hosts()
+    assert [h.name for h in hosts] == ["local", "gpu2", "gpu3"]
+    assert hosts[1].ddconsole == "/opt/dd/bin/ddconsole"
+    assert hosts[2].ddconsole == "ddconsole"
+    assert not hosts[2].is_local
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ('[[host]]\ntarget = "a@b"\n', ["host #1", "name"]),
+        ('[[host]]\nname = "a b"\ntarget = "a@b"\n', ["host #1", "name"]),
+        ('[[host]]\nname = "gpu2"\n', ["host 'gpu2'", "target", "missing"]),
+        ('[[host]]\nname = "gpu2"\ntarget = "a@b:99999"\n', ["host 'gpu2'", "target", "port"]),
+        ('[[host]]\nname = "gpu2"\ntarget = "@b"\n', ["host 'gpu2'", "target"]),
+        ('[[host]]\nname = "gpu2"\ntarget = "b"\nuser = "x"\n', ["host 'gpu2'", "user"]),
+        ('[[host]]\nname = "gpu2"\ntarget = "b"\nddconsole = 3\n', ["gpu2", "ddconsole"]),
+        ('[[host]]\nname = "local"\ntarget = "x@y"\n', ["host 'local'", "target"]),
+        (
+            '[[host]]\nname = "a"\ntarget = "x"\n[[host]]\nname = "a"\ntarget = "y"\n',
+            ["'a'", "twice"],
+        ),
+        ("[host]\nname = 1\n", ["host", "[[host]]"]),
+        ("hosts = []\n", ["hosts", "unknown key"]),
+        ("[[host]\n", ["not valid TOML"]),
+    ],
+)
+def test_a_damaged_file_names_file_host_and_field(text: str, named: list[str]) -> None:
+    path = write(text)
+    with pytest.raises(UsageError) as raised:
+        load_hosts()
+    message = str(raised.value)
+    assert message.startswith(str(path))
+    for word in named:
+        assert word in message, message
+
+
+def test_unknown_host_lists_the_known_ones() -> None:
+    write('[[host]]\nname = "gpu2"\ntarget = "gpu2"\n')
+    with pytest.raises(UsageError, match=r"--host gpu9: no such host \(known: local, gpu2\)"):
+        find_host(load_hosts(), "gpu9")
+
+
+@pytest.mark.parametrize(
+    ("target", "host", "user", "port"),
+    [
+        ("ops@gpu2:2222", "gpu2", "ops", 2222),
+        ("gpu2", "gpu2", None, None),
+        ("ops@gpu2", "gpu2", "ops", None),
+        ("[::1]:2200", "::1", None, 2200),
+        ("fe80::1", "fe80::1", None, None),
+    ],
+)
+def test_targets(target: str, host: str, user: str | None, port: int | None) -> None:
+    parsed = parse_target(target)
+    assert (parsed.host, parsed.user, parsed.port) == (host, user, port)
+
+
+def test_only_the_global_host_option_is_relayed_away() -> None:
+    assert strip_host(["--demo", "--host", "a", "up", "p"]) == ["--demo", "up", "p"]
+    assert strip_host(["--host=a", "ps", "--json"]) == ["ps", "--json"]
+    assert strip_host(["--host", "a", "sim", "--host", "0.0.0.0"]) == ["sim", "--host", "0.0.0.0"]
+
+
+def test_read_only_refuses_a_changing_verb_on_another_host(cli) -> None:
+    write('[[host]]\nname = "gpu2"\ntarget = "nobody@127.0.0.1:1"\n')
+    refused = cli("--read-only", "--host", "gpu2", "up", "qwen3.6-27b")
+    assert refused.code == 2
+    assert "read-only" in refused.err
+    assert "connect" not in refused.err  # refused before any connection
+
+
+def test_host_without_a_command_says_what_to_do(cli) -> None:
+    write('[[host]]\nname = "gpu2"\ntarget = "nobody@127.0.0.1:1"\n')
+    result = cli("--host", "gpu2")
+    assert result.code == 2
+    assert "give a command to run there" in result.err
