@@ -17,8 +17,8 @@ from console.core.errors import ConsoleError, UsageError
 from console.core.net import port_is_free
 from console.core.units import format_index_set
 from console.hw.procs import port_owner
-from console.server.gateway import group_of
-from console.server.manager import DEFAULT_GRACE_S, ServerManager
+from console.server.gateway import group_of, relaunch_group
+from console.server.manager import DEFAULT_GRACE_S, MARKER_ENV, ServerManager
 from console.server.records import ServerRecord
 from console.server.status import ServerState, ServerStatus
 from console.topology.placement import Plan, next_free_port
@@ -206,6 +206,15 @@ def restart(
     """Stop the server if it runs (StillHeld if its port or GPUs stay taken), relaunch its
     plan under the same id, and wait for it."""
     record = manager.records.load(server_id)
+    group = group_of(manager.paths, server_id)
+    if group is not None and group.id == server_id:
+        # A gateway: the whole restarts (its replicas, then it), under the same ids.
+        status = manager.status(server_id, probe=False)
+        if not status.state.terminal:
+            stop_for_launch(manager, status, reason="restart", grace=grace, on_event=on_event)
+        relaunch_group(manager, group, launch_interpreter, MARKER_ENV)
+        on_event(f"{server_id}: relaunched with {len(group.replicas)} replicas")
+        return wait_ready(manager, server_id, timeout=timeout, on_event=on_event)
     if record.gang and record.gang[0] != server_id:
         # A node of a multi-node server: the gang restarts, under its head's id.
         server_id = record.gang[0]

@@ -186,6 +186,23 @@ def launch_group(
     return gateway
 
 
+def relaunch_group(
+    manager: ServerManager,
+    group: GatewayGroup,
+    interpreter: Callable[[Plan], str | None],
+    marker_env: str,
+) -> ServerRecord:
+    """Start a stopped group again from its records, under the same ids: each replica, the
+    gateway, and the watcher that registers the replicas once ready."""
+    for rid in group.replicas:
+        replica = manager.records.load(rid)
+        manager.launch(replica.plan, interpreter=interpreter(replica.plan), server_id=rid)
+    gateway = manager.records.load(group.id)
+    record = manager.launch(gateway.plan, interpreter=interpreter(gateway.plan), server_id=group.id)
+    start_watch(manager.paths, group.id, marker_env)
+    return record
+
+
 def replica_urls(manager: ServerManager, group: GatewayGroup) -> dict[str, str]:
     """Each replica's id -> its URL (those whose record can be read)."""
     urls = {}

@@ -22,6 +22,8 @@ from console.topology.placement import Plan
 
 GATEWAY_ENV = "DDCONSOLE_GATEWAY"
 """Set in the gateway's environment: marks its plan as the gateway's (probed on /readiness)."""
+REPLICA_ENV = "DDCONSOLE_GATEWAY_REPLICA"
+"""Set in a replica's environment to its index: its plan is one replica's, not the layout's."""
 READY_PATH = "/readiness"
 """smg's readiness route: 200 once it has a healthy worker (`smg launch`, 1.13.0)."""
 
@@ -29,7 +31,7 @@ READY_PATH = "/readiness"
 def gateway_layout(plan: Plan) -> Layout | None:
     """The plan's layout when it puts replicas behind a gateway, read from its profile file;
     None for any other layout (or a profile that can no longer be read)."""
-    if is_gateway(plan) or plan.nodes:
+    if is_gateway(plan) or REPLICA_ENV in plan.env or plan.nodes:
         return None
     try:
         loaded = load_profile_file(Path(plan.profile_path), plan.profile)
@@ -76,12 +78,16 @@ def replica_plans(plan: Plan, layout: Layout, ports: Sequence[int]) -> list[Plan
     if len(ports) != layout.replicas:
         raise ValueError(f"{layout.replicas} replicas but {len(ports)} ports")
     plans = []
-    for gpus, port in zip(layout.replica_gpus(plan.gpus), ports, strict=True):
+    for index, (gpus, port) in enumerate(zip(layout.replica_gpus(plan.gpus), ports, strict=True)):
         binding = {gpu: plan.numa_binding.get(gpu) for gpu in gpus}
         argv = _set_flag(plan.argv, "--port", [str(port)])
         # placement passes one --numa-node value per visible GPU of the whole layout
         argv = _set_flag(argv, "--numa-node", [str(binding[g]) for g in gpus], len(plan.gpus))
-        env = {**plan.env, "CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus))}
+        env = {
+            **plan.env,
+            "CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus)),
+            REPLICA_ENV: str(index),
+        }
         plans.append(
             replace(
                 plan,

@@ -58,6 +58,8 @@ class Watcher:
         self.records = Records(self.paths)
         self.gateway_id = gateway_id
         self.states: dict[str, ReplicaState] = {}
+        self.leaders: dict[str, int] = {}
+        """Each replica's leader pid when last seen: a new one is a relaunch (restart)."""
 
     def step(self) -> bool:
         """Register ready replicas, remove dead ones; False once the gateway has ended."""
@@ -74,6 +76,11 @@ class Watcher:
         client = GatewayClient(gateway.url, timeout=1.0)
         for rid in group.replicas:
             state = self.states.get(rid, ReplicaState.WAITING)
+            spawn = self.records.spawn(rid)
+            if spawn is not None and self.leaders.setdefault(rid, spawn.pid) != spawn.pid:
+                # Relaunched under the same id: registered again once ready.
+                self.leaders[rid] = spawn.pid
+                state = self.states[rid] = ReplicaState.WAITING
             if state is ReplicaState.GONE:
                 continue
             try:

@@ -189,3 +189,30 @@ def test_replicas_behind_the_gateway_bench_per_worker_kill_and_down() -> None:
     # What `down --all` did not forget (a stopped server) is stopped, none is running.
     states = {sid: s["state"] for sid, s in ps().items()}
     assert set(states.values()) <= {"stopped", "failed"}, states
+
+
+def test_restart_a_replica_or_the_whole_registers_every_replica_again() -> None:
+    port = free_port()
+    up = dd("up", PROFILE, "--layout", LAYOUT, "--port", str(port), "--timeout", "60")
+    assert up.returncode == 0, up.stdout + up.stderr
+    gateway_id = f"{PROFILE}-{LAYOUT}-1"
+    servers = ps()
+    urls = sorted(servers[f"{gateway_id}.replica{i}"]["url"] for i in range(2))
+    wait_for(lambda: sorted(gateway_workers(port)) == urls, 15, f"{urls} registered")
+    old_pid = servers[f"{gateway_id}.replica1"]["pid"]
+
+    # One replica relaunched under its id: out of the gateway while down, then back in.
+    again = dd("restart", f"{gateway_id}.replica1", "--timeout", "60")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert ps()[f"{gateway_id}.replica1"]["pid"] != old_pid
+    wait_for(lambda: sorted(gateway_workers(port)) == urls, 15, "the relaunched replica back")
+
+    # The gateway restarts the whole: both replicas, then a fresh gateway they join.
+    whole = dd("restart", gateway_id, "--timeout", "60")
+    assert whole.returncode == 0, whole.stdout + whole.stderr
+    assert "relaunched with 2 replicas" in whole.stdout
+    wait_for(lambda: sorted(gateway_workers(port)) == urls, 15, "both replicas in the new gateway")
+    states = {sid: s["state"] for sid, s in ps().items()}
+    assert states == dict.fromkeys(
+        [gateway_id, *(f"{gateway_id}.replica{i}" for i in range(2))], "ready"
+    )

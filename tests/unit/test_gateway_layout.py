@@ -78,6 +78,8 @@ def test_plan_splits_into_one_command_per_replica_and_the_gateways() -> None:
         values = after[: next((i for i, a in enumerate(after) if a.startswith("--")), None)]
         assert values == [str(replica.numa_binding[replica.gpus[0]])]
         assert not is_gateway(replica)
+        # A replica's own plan (relaunched by `restart`) is one server, not the layout again.
+        assert gateway_layout(replica) is None
     argv = list(gateway.argv)
     assert Path(argv[0]).name == "smg"
     assert argv[1] == "launch"
