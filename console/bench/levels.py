@@ -41,8 +41,10 @@ def batch_size(workload: Workload, wanted: int) -> int:
 DEPENDENT_LOOKAHEAD = 4096
 """How far past the first request not yet sent a dependent source (multi-turn) is searched
 for one that is ready."""
-REPLAY_LOOKAHEAD_S = 0.05
-"""A trace replay makes each request this long (real seconds) before its send time."""
+REPLAY_LOOKAHEAD_S = 0.25
+"""A trace replay makes each request, and opens its connection, this long (real seconds)
+before its send time: long enough that a busy event loop (on a loaded machine its turns
+take tens of ms) still hands each request to the send thread before it is due."""
 COUNTERS_DEADLINE_S = 10.0
 STOPPED_COUNTERS_DEADLINE_S = 0.5
 FLUSH_DEADLINE_S = 90.0
