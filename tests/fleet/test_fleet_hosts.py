@@ -147,7 +147,7 @@ def test_up_on_every_host_and_the_fleet_sees_them(fleet_world: SshWorld, cli) ->
             )
             assert fleet.summary("alpha").state == "stale"
             assert {fleet.summary(n).state for n in ("local", "beta")} == {"up"}
-            assert lag[0] < 2.0, f"the loop was held {lag[0]:.2f} s"
+            assert lag[0] < 5.0, f"the loop was held {lag[0]:.2f} s"
             # Back on the same port: the link reconnects and the stream resumes.
             fleet_world.hosts["alpha"].start()
             await _until(lambda: fleet.summary("alpha").state == "up", 30, "alpha back up")

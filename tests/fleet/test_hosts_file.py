@@ -106,3 +106,16 @@ def test_host_without_a_command_says_what_to_do(cli) -> None:
     result = cli("--host", "gpu2")
     assert result.code == 2
     assert "give a command to run there" in result.err
+
+
+def test_fleet_shows_an_unreachable_host_stale_with_the_reason(cli) -> None:
+    from console.core.net import free_port
+
+    write(f'[[host]]\nname = "gpu2"\ntarget = "nobody@127.0.0.1:{free_port()}"\n')
+    result = cli("--demo", "fleet", "--interval", "0.5")
+    assert result.code == 0, result.err
+    rows = {line.split()[0]: line for line in result.out.splitlines()[1:]}
+    assert rows["local"].split()[2] == "up"
+    assert "/8" in rows["local"]  # GPUS BUSY of the demo host's eight
+    assert rows["gpu2"].split()[2] == "stale"
+    assert "connection refused" in rows["gpu2"]
