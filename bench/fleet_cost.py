@@ -1,0 +1,241 @@
+"""What a fleet costs the console: CPU and memory of the console side at 1, 4 and 8 hosts,
+each host a simulated 8-GPU demo box running two servers, reached over SSH.
+
+Each host is an asyncssh server on its own loopback address (127.0.2.N), with its own state
+and config folders, as the fleet tests build them (tests/fleet/conftest.py). The console
+side runs in a child process of its own: a `Fleet` streaming every host's
+`ddconsole metrics --watch --json` once a second over its SSH link, which is what the fleet
+view holds. Its CPU seconds per wall second, resident memory and event-loop lag are taken
+over a measurement window once every host reads `up` with both servers ready.
+
+    python bench/fleet_cost.py [--hosts 1,4,8] [--seconds 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import asyncssh
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import update_results
+from console.core.net import free_port
+from tests.fleet.conftest import DDCONSOLE, FakeHost, LoopThread, _host_env
+
+SERVERS_PER_HOST = 2
+
+
+def rss_mib() -> float:
+    """This process's resident memory now, in MiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def console_side(seconds: float, settle_s: float) -> dict[str, float]:
+    """The console's part: every host of hosts.toml but `local`, streamed until each has its
+    servers ready, then measured for `seconds`."""
+    from console.fleet.fleet import Fleet
+    from console.fleet.hosts import load_hosts
+
+    hosts = [host for host in load_hosts() if not host.is_local]
+    fleet = Fleet(hosts, demo=True, interval_s=1.0)
+    await fleet.start()
+    deadline = time.monotonic() + settle_s
+    while True:
+        summaries = fleet.summaries()
+        ready = [s for s in summaries if s.state == "up" and s.servers_ready >= SERVERS_PER_HOST]
+        if len(ready) == len(hosts):
+            break
+        if time.monotonic() > deadline:
+            states = {s.name: (s.state, s.reason, s.servers_ready) for s in summaries}
+            raise SystemExit(f"hosts not ready within {settle_s:g} s: {states}")
+        await asyncio.sleep(0.5)
+    readings_before = fleet.version
+    cpu_before = time.process_time()
+    wall_before = time.monotonic()
+    lags: list[float] = []
+    while time.monotonic() - wall_before < seconds:
+        asked = time.monotonic()
+        await asyncio.sleep(0.1)
+        lags.append(time.monotonic() - asked - 0.1)
+    wall = time.monotonic() - wall_before
+    cpu = time.process_time() - cpu_before
+    updates = fleet.version - readings_before
+    stale = [s.name for s in fleet.summaries() if s.state != "up"]
+    rss = rss_mib()
+    await fleet.stop()
+    lags.sort()
+    return {
+        "hosts": len(hosts),
+        "cpu_share": cpu / wall,
+        "rss_mib": rss,
+        "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "lag_p50_ms": statistics.median(lags) * 1000,
+        "lag_p99_ms": lags[int(0.99 * (len(lags) - 1))] * 1000,
+        "updates_per_s": updates / wall,
+        "stale": len(stale),
+    }
+
+
+def start_hosts(count: int, root: Path, thread: LoopThread) -> tuple[list[FakeHost], Path]:
+    """`count` fake SSH hosts on 127.0.2.1.. and a client home whose ~/.ssh knows them."""
+    home = root / "client-home"
+    ssh = home / ".ssh"
+    ssh.mkdir(parents=True, mode=0o700)
+    client = asyncssh.generate_private_key("ssh-ed25519")
+    client.write_private_key(str(ssh / "id_ed25519"))
+    (ssh / "id_ed25519").chmod(0o600)
+    authorized = root / "authorized_keys"
+    client.write_public_key(str(authorized))
+    hosts: list[FakeHost] = []
+    known: list[str] = []
+    for index in range(count):
+        address = f"127.0.2.{index + 1}"
+        key = asyncssh.generate_private_key("ssh-ed25519")
+        host_root = root / f"host-{index}"
+        host = FakeHost(
+            f"h{index}",
+            address,
+            free_port(address),
+            host_root,
+            key,
+            authorized,
+            thread,
+            _host_env(host_root),
+        )
+        hosts.append(host)
+        known.append(f"[{address}]:{host.port} {key.export_public_key('openssh').decode().strip()}")
+        host.start()
+    (ssh / "known_hosts").write_text("\n".join(known) + "\n")
+    config = root / "client-config" / "ddconsole"
+    config.mkdir(parents=True)
+    (config / "hosts.toml").write_text(
+        "".join(
+            f'[[host]]\nname = "{h.name}"\ntarget = "bench@{h.address}:{h.port}"\n'
+            f'ddconsole = "{DDCONSOLE}"\n\n'
+            for h in hosts
+        )
+    )
+    return hosts, home
+
+
+def host_servers(host: FakeHost, action: str) -> None:
+    """Start (`up`) two single-GPU servers on a host, on GPUs 0 and 4, or stop them all."""
+    if action == "down":
+        commands = [["down", "--all", "--grace", "2"]]
+    else:
+        commands = [
+            ["up", "qwen3.6-27b", "--layout", "tp1", "--gpus", gpus, "--port", str(free_port())]
+            for gpus in ("0", "4")
+        ]
+    for args in commands:
+        done = subprocess.run(
+            [DDCONSOLE, "--demo", *args],
+            env=host.env,
+            cwd=host.root,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise SystemExit(f"{host.name}: ddconsole {' '.join(args)}: {done.stderr[-800:]}")
+
+
+def measure(count: int, seconds: float) -> dict[str, float]:
+    with tempfile.TemporaryDirectory(prefix="fleet-cost-") as tmp:
+        root = Path(tmp)
+        thread = LoopThread()
+        hosts, home = start_hosts(count, root, thread)
+        try:
+            for host in hosts:
+                host_servers(host, "up")
+            env = {
+                **{k: v for k, v in os.environ.items() if not k.startswith("XDG_")},
+                "HOME": str(home),
+                "XDG_CONFIG_HOME": str(root / "client-config"),
+                "XDG_STATE_HOME": str(root / "client-state"),
+            }
+            done = subprocess.run(
+                [sys.executable, __file__, "--console", str(seconds)],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=seconds + 400,
+                check=False,
+            )
+            if done.returncode != 0:
+                raise SystemExit(f"console side failed: {done.stderr[-2000:]}")
+            return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+        finally:
+            for host in hosts:
+                host_servers(host, "down")
+            for host in hosts:
+                host.stop()
+            thread.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--hosts", default="1,4,8", help="host counts to measure")
+    parser.add_argument("--seconds", type=float, default=30.0, help="measurement window")
+    parser.add_argument("--console", type=float, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.console is not None:
+        print(json.dumps(asyncio.run(console_side(args.console, settle_s=300))))
+        return
+    rows = []
+    for count in (int(c) for c in args.hosts.split(",")):
+        load_before = os.getloadavg()[0]
+        figures = measure(count, args.seconds)
+        figures["load"] = (load_before + os.getloadavg()[0]) / 2
+        print(json.dumps(figures), flush=True)
+        rows.append(figures)
+    lines = [
+        "`python bench/fleet_cost.py` (the console side of a fleet: one `Fleet` streaming each",
+        "host's `metrics --watch --json` once a second over its SSH link; each host a fake",
+        "asyncssh host on 127.0.2.N with a simulated 8-GPU demo box and two single-GPU servers;",
+        f"measured over {args.seconds:g} s once every host read `up` with both servers ready).",
+        "Hosts, servers and the console share this 2-core machine, so the load is the whole",
+        "fleet's, and the console's lag includes waiting for a core.",
+        "",
+        "| hosts | GPUs | servers | console CPU | RSS | loop lag p50 / p99 | readings/s"
+        " | stale | load |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for row in rows:
+        hosts = int(row["hosts"])
+        lines.append(
+            f"| {hosts} | {8 * hosts} | {SERVERS_PER_HOST * hosts} | {row['cpu_share'] * 100:.1f}%"
+            f" | {row['rss_mib']:.0f} MiB | {row['lag_p50_ms']:.1f} / {row['lag_p99_ms']:.1f} ms"
+            f" | {row['updates_per_s']:.1f} | {int(row['stale'])} | {row['load']:.1f} |"
+        )
+    if len(rows) >= 2:
+        first, last = rows[0], rows[-1]
+        extra = last["hosts"] - first["hosts"]
+        per_host_cpu = (last["cpu_share"] - first["cpu_share"]) / extra * 100
+        per_host_rss = (last["rss_mib"] - first["rss_mib"]) / extra
+        lines += [
+            "",
+            f"Growth from {int(first['hosts'])} to {int(last['hosts'])} hosts: about"
+            f" {per_host_cpu:.2f}% of a core and {per_host_rss:.1f} MiB per added host"
+            " (linear in the hosts: one link and one stream each).",
+        ]
+    update_results("Fleet cost (issue 21)", "\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
