@@ -16,6 +16,7 @@ from console.topology.discover import discover
 from console.topology.model import Topology
 
 if TYPE_CHECKING:
+    from console.fleet.fleet import Fleet
     from console.server.manager import ServerManager
     from console.server.monitor import Monitor
     from console.telemetry.host_source import HostBackend
@@ -121,7 +122,15 @@ class Services:
             runs_root=self.state.runs,
             recordings=recordings,
             record_max_bytes=record_max_bytes,
+            fleet_factory=self.fleet,
         )
+
+    def fleet(self) -> Fleet:
+        """Every host of hosts.toml (`local` first), for the console's fleet view; a
+        damaged hosts file is a UsageError naming it."""
+        from console.fleet.fleet import Fleet
+
+        return Fleet.from_config(demo=self.demo, interval_s=1.0)
 
     def manager(self) -> ServerManager:
         from console.server.manager import ServerManager

@@ -36,6 +36,7 @@ MODE_KEYS = (
     ("r", "runs", "Runs", "results on disk: detail, findings, plots, compare runs"),
     ("l", "logs", "Logs", "a server's log: follow, search, errors, failure reason"),
     ("t", "topology", "Topology", "GPUs x NUMA nodes x PCIe; intended vs actual binding"),
+    ("h", "fleet", "Fleet", "every host of hosts.toml: state, GPUs busy, servers, tok/s"),
 )
 REPLAY_SEEK_S = 10.0
 REPLAY_JUMP = 60
@@ -59,6 +60,7 @@ MODE_SCREENS = {
     "runs": ("runs", "RunsScreen"),
     "logs": ("logs", "LogsScreen"),
     "topology": ("topology", "TopologyScreen"),
+    "fleet": ("fleet", "FleetScreen"),
 }
 """Each mode's screen class, as (module under console.tui.screens, class name)."""
 

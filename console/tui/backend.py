@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from console.bench.listing import RunRow
 from console.bench.request import BenchRequest, CampaignRequest
@@ -19,6 +19,9 @@ from console.telemetry.store import TimeSeriesStore
 from console.topology.model import Topology
 from console.topology.placement import Plan
 from console.tui.views import FeedNote, ServerView
+
+if TYPE_CHECKING:
+    from console.fleet.fleet import Fleet
 
 Progress = Callable[[str], None]
 
@@ -73,6 +76,11 @@ class Backend(Protocol):
         """Moves whenever anything shown may have changed (store or servers)."""
 
     def servers(self) -> list[ServerView]: ...
+
+    async def open_fleet(self) -> Fleet:
+        """The fleet of hosts.toml, started on first call (its streams run as tasks on the
+        loop); ActionRefused naming the reason where there is none (a replay, a damaged
+        hosts file)."""
 
     def feed_note(self) -> FeedNote | None:
         """Where readings come from when it is not this host (`prometheus URL: 3 targets,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,6 +29,7 @@ from console.tui.views import FeedNote, ServerView
 
 if TYPE_CHECKING:
     from console.bench.request import BenchRequest, CampaignRequest, RunRequest
+    from console.fleet.fleet import Fleet
     from console.server.monitor import Monitor, MonitorFactory
     from console.server.session_recorder import SessionRecorder
     from console.telemetry.prom_source import PrometheusSource
@@ -87,6 +89,7 @@ class LiveBackend:
         interval_s: float = 1.0,
         recordings: Path | None = None,
         record_max_bytes: int | None = None,
+        fleet_factory: Callable[[], Fleet] | None = None,
     ) -> None:
         self.demo = demo
         self.manager = manager
@@ -107,6 +110,11 @@ class LiveBackend:
         self.recorder: SessionRecorder | None = None
         self._event_count = 0
         self._views: tuple[int, list[ServerView]] = (-1, [])
+        self.fleet_factory = fleet_factory
+        """Builds the fleet of hosts.toml (the composition root's); None: no fleet view."""
+        self.fleet: Fleet | None = None
+        """Started by the first `open_fleet` (the fleet view's first showing), not before:
+        a console that never shows it runs no stream per host."""
 
     def make_read_only(self, reason: str) -> None:
         """Show everything, refuse every action with `reason` (a shared box)."""
@@ -122,7 +130,20 @@ class LiveBackend:
 
     def version(self) -> int:
         changes = self.monitor.change_count if self.monitor else 0
-        return self.store.version + changes + self._event_count
+        hosts = self.fleet.version if self.fleet else 0
+        return self.store.version + changes + self._event_count + hosts
+
+    async def open_fleet(self) -> Fleet:
+        if self.fleet is None:
+            if self.fleet_factory is None:
+                raise ActionRefused("this console has no fleet (no hosts file is read)")
+            try:
+                fleet = self.fleet_factory()
+            except ConsoleError as exc:
+                raise ActionRefused(exc.message) from None
+            await fleet.start()
+            self.fleet = fleet
+        return self.fleet
 
     async def start(self) -> None:
         # Server state once a second, in step with the screen's refresh: a crash shows on
@@ -158,6 +179,8 @@ class LiveBackend:
         # The monitor first: every poll that reached the store also reaches the recording.
         if self.monitor is not None:
             await self.monitor.stop()
+        if self.fleet is not None:
+            await self.fleet.stop()
         if self.recorder is not None:
             self.recorder.close()
 

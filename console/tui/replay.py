@@ -17,7 +17,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from console.bench.listing import RunRow
 from console.bench.request import BenchRequest, CampaignRequest
@@ -31,6 +31,9 @@ from console.topology.model import GpuInfo, NumaNode, Topology
 from console.topology.placement import Plan
 from console.tui.backend import ActionRefused, Progress, ReplayControls
 from console.tui.views import LIVE_STATES, FeedNote, ServerView
+
+if TYPE_CHECKING:
+    from console.fleet.fleet import Fleet
 
 PLAY_TICK_S = 0.25
 HISTORY_S = 300.0
@@ -88,6 +91,9 @@ def _run_rows(data: object) -> list[RunRow]:
 
 class ReadOnlyActions:
     """Every action a backend offers, refused: for replays and static snapshots."""
+
+    async def open_fleet(self) -> Fleet:
+        raise ActionRefused("the fleet view is live only: a replay or snapshot has no hosts")
 
     def plan(self, profile: str, layout: str, variant: str, replacing: str | None = None) -> Plan:
         raise ActionRefused(REFUSED)

@@ -16,7 +16,7 @@ from textual.widgets import DataTable, Input
 
 from console.cli.cmd_tui import read_only_reason
 from console.cli.services import Services
-from console.tui.app import GLOBAL_ACTIONS, MODE_SCREENS, ConsoleApp
+from console.tui.app import GLOBAL_ACTIONS, MODE_KEYS, MODE_SCREENS, ConsoleApp
 from console.tui.backend import ActionRefused
 from console.tui.live import LiveBackend
 from console.tui.read_only import CHANGING_ACTIONS
@@ -89,6 +89,8 @@ VIEW_ACTIONS = frozenset(
         # Dashboard: which server's charts, the zoom
         "focus_next_server",
         "zoom",
+        # Fleet: a host's servers
+        "open_host",
         # Runs: compare runs, page through a run's plots, read the list again
         "compare",
         "plots",
@@ -106,6 +108,9 @@ VIEW_ACTIONS = frozenset(
 )
 """Screen actions that only change what is shown; every other action a mode screen binds
 must be refused in a read-only console."""
+
+
+MODE_KEY = {mode: key for key, mode, _, _ in MODE_KEYS}
 
 
 def action_name(action: str) -> str:
@@ -158,7 +163,7 @@ async def test_every_action_key_and_palette_entry_is_refused_with_a_notice() -> 
             assert {s.id: s.live for s in backend.servers()} == {running: True, ended: False}
             assert "READ-ONLY" in str(app.screen.query_one(TopBar).render())
             for mode, bindings in mode_bindings().items():
-                await pilot.press(mode[0])
+                await pilot.press(MODE_KEY[mode])
                 await settle(pilot)
                 assert app.current_mode == mode
                 rows = [0]
@@ -182,7 +187,7 @@ async def test_every_action_key_and_palette_entry_is_refused_with_a_notice() -> 
             # by the callbacks the palette runs), with each server selected; the global ones
             # (the same on every screen) are typed into the palette below.
             for mode in MODE_SCREENS:
-                await pilot.press(mode[0])
+                await pilot.press(MODE_KEY[mode])
                 await settle(pilot)
                 screen = app.screen
                 assert isinstance(screen, ConsoleScreen)

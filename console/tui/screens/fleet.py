@@ -1,0 +1,156 @@
+"""Fleet: one row per host of hosts.toml (state, GPUs busy, servers ready, tok/s, how fresh),
+and the servers of every host grouped under it.
+
+The fleet starts the first time this screen is shown (a stream per host, run as tasks on
+the UI loop by console.fleet; nothing here waits on a host). A host whose link is lost
+reads `stale` with the reason and keeps its last figures, dimmed. Enter on a host narrows
+the servers list to it (Enter again shows every host).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.coordinate import Coordinate
+from textual.widgets import DataTable, Static
+
+from console.core.units import format_duration
+from console.tui.backend import ActionRefused, Backend
+from console.tui.screens.base import ConsoleScreen
+from console.tui.widgets.filled_table import Cell, fill_table
+from console.tui.widgets.server_strip import STATE_STYLES
+
+if TYPE_CHECKING:
+    from console.fleet.fleet import Fleet
+    from console.fleet.summary import HostSummary
+
+COLUMNS = ("HOST", "TARGET", "STATE", "GPUS", "SERVERS", "TOK/S", "UPDATED", "REASON")
+HOST_STYLES = {"up": "bold green", "connecting": "yellow", "stale": "bold yellow"}
+
+
+def _count(part: int | None, whole: int | None) -> str:
+    return "-" if whole is None else f"{part if part is not None else '-'}/{whole}"
+
+
+def host_cells(host: HostSummary) -> list[Cell]:
+    """A host's row; a stale host's figures are its last ones, dimmed."""
+    stale = host.state != "up"
+    dim = "dim" if stale else ""
+    total = len([s for s in host.servers if not s.external]) if host.servers else 0
+    ready = sum(1 for s in host.servers if s.state == "ready" and not s.external)
+    return [
+        Text(host.name, style="bold"),
+        host.target,
+        Text(host.state, style=HOST_STYLES.get(host.state, "")),
+        Text(_count(host.gpus_busy, host.gpus_total), style=dim),
+        Text(f"{ready}/{total}", style=dim),
+        Text("-" if host.tok_s is None else f"{host.tok_s:.1f}", style=dim),
+        Text("never" if host.age_s is None else f"{format_duration(host.age_s)} ago", style=dim),
+        Text(host.reason or "", style="yellow" if host.reason else ""),
+    ]
+
+
+def servers_by_host(hosts: list[HostSummary]) -> Text:
+    """Every host's servers under its name: id, state, tok/s, GPUs, URL."""
+    text = Text()
+    for host in hosts:
+        if text:
+            text.append("\n")
+        text.append(host.name, style="bold cyan")
+        text.append(f"  {host.target}  ", style="dim")
+        text.append(host.state, style=HOST_STYLES.get(host.state, ""))
+        if host.reason:
+            text.append(f"  {host.reason}", style="yellow")
+        if not host.servers:
+            text.append("\n    no servers", style="dim")
+        for server in host.servers:
+            text.append("\n    ")
+            text.append(f"{server.id:<28} ", style="dim" if server.external else "")
+            text.append(f"{server.state:<12}", style=STATE_STYLES.get(server.state, ""))
+            tok = "-" if server.tok_s is None else f"{server.tok_s:.1f}"
+            gpus = ",".join(str(g) for g in server.gpus) or "-"
+            text.append(f" {tok:>8} tok/s  GPUs {gpus:<16} {server.url or '-'}")
+            if server.external:
+                text.append("  (external)", style="dim")
+    return text
+
+
+class FleetScreen(ConsoleScreen):
+    TITLE = "Fleet"
+    DEFAULT_CSS = """
+    FleetScreen #hosts { height: auto; max-height: 50%; min-height: 4; }
+    FleetScreen #by-host { height: 1fr; padding: 0 1; border-top: solid $primary-darken-2; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "open_host", "Host's servers"),
+    ]
+
+    def __init__(self, backend: Backend) -> None:
+        super().__init__(backend)
+        self.fleet: Fleet | None = None
+        self.problem: str | None = None
+        """Why there is no fleet to show (a damaged hosts file, a replay)."""
+        self.only: str | None = None
+        """The host the servers list is narrowed to (Enter), None for every host."""
+        self._opening = False
+
+    def compose_body(self) -> ComposeResult:
+        yield DataTable(id="hosts", cursor_type="row", zebra_stripes=True)
+        with VerticalScroll(id="by-host"):
+            yield Static("", id="by-host-text")
+
+    def on_screen_resume(self) -> None:
+        # Only when really shown: the app's warm-up mounts every mode unseen.
+        if self.fleet is None and not self._opening and self.is_current:
+            self._opening = True
+            self.run_worker(self._open(), group="fleet", exclusive=True)
+        super().on_screen_resume()
+
+    async def _open(self) -> None:
+        try:
+            self.fleet = await self.backend.open_fleet()
+        except ActionRefused as exc:
+            self.problem = exc.message
+        self._opening = False
+        self.refresh_data()
+
+    def selected_host(self) -> str | None:
+        table = self.query_one("#hosts", DataTable)
+        if not 0 <= table.cursor_row < table.row_count:
+            return None
+        return str(table.coordinate_to_cell_key(Coordinate(table.cursor_row, 0)).row_key.value)
+
+    def action_open_host(self) -> None:
+        host = self.selected_host()
+        self.only = None if host is None or host == self.only else host
+        self.refresh_data()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """`enter` on the focused table arrives as a selected row, not as the binding."""
+        if event.data_table.id == "hosts":
+            self.action_open_host()
+
+    def refresh_data(self) -> None:
+        if not self.is_mounted:
+            return
+        table = self.query_one("#hosts", DataTable)
+        by_host = self.query_one("#by-host-text", Static)
+        if self.fleet is None:
+            fill_table(table, COLUMNS, [])
+            by_host.update(Text(self.problem or "starting the fleet (hosts.toml)…", style="yellow"))
+            return
+        keep = self.selected_host()
+        hosts = self.fleet.summaries()
+        fill_table(table, COLUMNS, [(h.name, host_cells(h)) for h in hosts])
+        names = [h.name for h in hosts]
+        if keep in names:
+            table.move_cursor(row=names.index(keep))
+        shown = [h for h in hosts if self.only is None or h.name == self.only]
+        text = servers_by_host(shown)
+        if self.only is not None:
+            text.append(f"\n\nonly {self.only}: enter shows every host", style="dim")
+        by_host.update(text)
