@@ -30,7 +30,9 @@ SWITCH_INTERVAL_S = 0.0005
 """The GIL switch interval while the send thread runs (CPython's default is 5 ms): how long
 the woken thread may wait for the loop's thread to let go."""
 CONNECT_TIMEOUT_S = 10.0
-READ_BYTES = 1 << 16
+READ_BYTES = 1 << 20
+"""At most this much is taken per read: the native stream's events repeat the whole text so
+far (hundreds of KiB late in a long answer), and an event read in few pieces is cheap."""
 
 
 def can_send_timed(url: str, headers: dict[str, str] | None = None) -> bool:
@@ -240,7 +242,7 @@ class TimedSender:
             result.send_wall = sent_wall
             result.send_late_s = start - due
             on_sent(sent_wall)
-            reader, writer = await asyncio.open_connection(sock=sock)
+            reader, writer = await asyncio.open_connection(sock=sock, limit=READ_BYTES)
             cleanup.pop_all()
             try:
                 await guarded(self._read(reader, result, start), result)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from console.bench.client import Endpoint, RequestResult, encode_body
+from console.bench.client import Endpoint, RequestResult, encode_body, make_client, run_request
 from console.bench.timed_send import TimedSender, can_send_timed
 from console.bench.workload import Prompt
 from console.core.net import free_port
@@ -124,3 +124,23 @@ def test_only_plain_http_goes_through_the_thread():
     assert not can_send_timed("https://gpu-7.example:443")
     assert can_send_timed("http://h:1", {"Authorization": "Bearer k"})
     assert not can_send_timed("http://h:1", {"Authorization": "Bearer k\r\nX-Evil: 1"})
+
+
+def test_a_long_native_stream_reads_as_the_ordinary_client_reads_it(sim: SimProcess):
+    """Late events of the native stream repeat the whole text so far; read off the raw
+    connection they count the same events and tokens as through httpx."""
+    prompt = Prompt(input_ids=tuple(range(7, 71)), text=None, input_len=64, output_len=400)
+
+    async def go() -> tuple[RequestResult, RequestResult]:
+        async with _sender(sim.url, Endpoint.GENERATE) as sender:
+            timed, _, _ = await _send_at(sender, Endpoint.GENERATE, prompt, 0.0)
+        async with make_client(1, timeout_s=60) as client:
+            plain = await run_request(client, sim.url, Endpoint.GENERATE, prompt, time_scale=SPEED)
+        return timed, plain
+
+    timed, plain = asyncio.run(go())
+    assert timed.error is None, timed.error
+    assert plain.error is None, plain.error
+    assert timed.output_tokens == plain.output_tokens == 400
+    assert timed.chunks == plain.chunks
+    assert timed.finish_reason == plain.finish_reason == "length"
