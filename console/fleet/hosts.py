@@ -145,8 +145,9 @@ def _host(path: Path, index: int, entry: dict[str, object]) -> Host:
         )
     target = entry.get("target")
     if not isinstance(target, str) or not target.strip():
+        problem = "missing" if target is None else f"must be a string (got {target!r})"
         raise UsageError(
-            f"{where}: target: missing; give `local` or an SSH target",
+            f"{where}: target: {problem}; give `local` or an SSH target",
             hint="user@host:port, host, or a Host alias from ~/.ssh/config",
         )
     target = target.strip()

@@ -42,6 +42,7 @@ def test_hosts_in_order_after_local() -> None:
         ('[[host]]\ntarget = "a@b"\n', ["host #1", "name"]),
         ('[[host]]\nname = "a b"\ntarget = "a@b"\n', ["host #1", "name"]),
         ('[[host]]\nname = "gpu2"\n', ["host 'gpu2'", "target", "missing"]),
+        ('[[host]]\nname = "gpu2"\ntarget = 3\n', ["host 'gpu2'", "target", "must be a string"]),
         ('[[host]]\nname = "gpu2"\ntarget = "a@b:99999"\n', ["host 'gpu2'", "target", "port"]),
         ('[[host]]\nname = "gpu2"\ntarget = "@b"\n', ["host 'gpu2'", "target"]),
         ('[[host]]\nname = "gpu2"\ntarget = "b"\nuser = "x"\n', ["host 'gpu2'", "user"]),
