@@ -54,8 +54,9 @@ def host_cells(host: HostSummary) -> list[Cell]:
     ]
 
 
-def servers_by_host(hosts: list[HostSummary]) -> Text:
-    """Every host's servers under its name: id, state, tok/s, GPUs, URL."""
+def servers_by_host(hosts: list[HostSummary], wide: bool = True) -> Text:
+    """Every host's servers under its name: id, state, tok/s, GPUs, and the URL where
+    `wide` (it would wrap at 80 columns)."""
     text = Text()
     for host in hosts:
         if text:
@@ -73,7 +74,9 @@ def servers_by_host(hosts: list[HostSummary]) -> Text:
             text.append(f"{server.state:<12}", style=STATE_STYLES.get(server.state, ""))
             tok = "-" if server.tok_s is None else f"{server.tok_s:.1f}"
             gpus = ",".join(str(g) for g in server.gpus) or "-"
-            text.append(f" {tok:>8} tok/s  GPUs {gpus:<16} {server.url or '-'}")
+            text.append(f" {tok:>8} tok/s  GPUs {gpus:<16}")
+            if wide:
+                text.append(f" {server.url or '-'}")
             if server.external:
                 text.append("  (external)", style="dim")
     return text
@@ -129,6 +132,9 @@ class FleetScreen(ConsoleScreen):
         self.only = None if host is None or host == self.only else host
         self.refresh_data()
 
+    def on_resize(self) -> None:
+        self.refresh_data()
+
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         """`enter` on the focused table arrives as a selected row, not as the binding."""
         if event.data_table.id == "hosts":
@@ -150,7 +156,7 @@ class FleetScreen(ConsoleScreen):
         if keep in names:
             table.move_cursor(row=names.index(keep))
         shown = [h for h in hosts if self.only is None or h.name == self.only]
-        text = servers_by_host(shown)
+        text = servers_by_host(shown, wide=self.size.width >= 100)
         if self.only is not None:
             text.append(f"\n\nonly {self.only}: enter shows every host", style="dim")
         by_host.update(text)

@@ -10,7 +10,7 @@ from console.core.units import format_duration
 from console.tui.backend import Backend
 from console.tui.read_only import live_read_only
 
-SCREEN_KEYS = "d s b r l t ? q"
+SCREEN_KEYS = "d s b r l t h ? q"
 
 
 class TopBar(Static):
