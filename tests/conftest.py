@@ -10,6 +10,7 @@ import sys
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 
 import pytest
@@ -157,6 +158,7 @@ def _nvml_available() -> str | None:
     return None if count > 0 else "NVML reports no GPU"
 
 
+@pytest.hookimpl(trylast=True)  # after `-m`/`-k` deselection: the order is of what runs
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     if gpu_items:
@@ -168,10 +170,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if item.get_closest_marker("sglang"):
                 item.add_marker(pytest.mark.skip(reason="DDCONSOLE_SKIP_SGLANG=1 was set"))
-    # The long tests first (a stable sort: modules keep their order otherwise): in workers
-    # (`-n 4`) they start at once and the short ones fill in around them, instead of a
-    # several-minute test starting last and holding the whole run.
-    items.sort(key=_length_rank)
+    workers = getattr(config, "workerinput", {}).get("workercount", 1)
+    items[:] = scheduled(items, workers)
 
 
 def _length_rank(item: pytest.Item) -> int:
@@ -180,6 +180,42 @@ def _length_rank(item: pytest.Item) -> int:
     if item.get_closest_marker("sglang"):
         return 0
     return 1 if item.get_closest_marker("slow") else 2
+
+
+def scheduled(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
+    """The long tests first, spread over the workers (modules keep their order otherwise).
+
+    xdist's `load` scheduler first hands each worker a chunk of consecutive items, a quarter
+    of its share (xdist/scheduler/load.py, `schedule`), then feeds the rest in order to
+    whichever worker runs low. Long tests in one block would all land in the first chunk and
+    run one after another on one worker while the others finish; so the real-SGLang tests
+    fill the first worker's chunk (only that worker waits while scripts/sglang-venv builds the
+    venv), the slow tests are dealt to the other workers' chunks, and short ones fill in.
+    """
+    ranked: list[list[pytest.Item]] = [[], [], []]
+    for item in items:
+        ranked[_length_rank(item)].append(item)
+    sglang, slow, rest = ranked
+    if workers < 2:
+        return [*sglang, *slow, *rest]
+    size = max(len(items) // workers // 4, 2)
+    chunks: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    late: list[pytest.Item] = []
+    for item in sglang:
+        (chunks[0] if len(chunks[0]) < size else late).append(item)
+    for index, item in enumerate(slow):
+        # Round the other workers first; the first worker's chunk only once theirs are full.
+        others = [c for c in range(1, workers) if len(chunks[c]) < size]
+        if others:
+            chunks[others[index % len(others)]].append(item)
+        elif len(chunks[0]) < size:
+            chunks[0].append(item)
+        else:
+            late.append(item)
+    fill = iter(rest)
+    for chunk in chunks:
+        chunk.extend(islice(fill, size - len(chunk)))
+    return [item for chunk in chunks for item in chunk] + late + list(fill)
 
 
 @pytest.fixture(scope="session")
