@@ -24,6 +24,7 @@ from console.tui.app import ConsoleApp
 from console.tui.screens.servers import ServersScreen
 from console.tui.views import ServerView
 from console.tui.widgets.finder import Finder, FindRow
+from console.tui.widgets.server_strip import ServerStrip
 from tests.conftest import run_cli_subprocess
 from tests.tui import scene
 from tests.tui.conftest import settle, until
@@ -175,6 +176,14 @@ async def test_live_gang_killed_rank_shows_the_gang_reason(demo_gang: dict[str, 
         assert rows[1].startswith(f"└ rank 0 local pid {demo_gang['pid']}"), rows
         assert rows[2].startswith("└ rank 1 local pid"), rows
         rank1_pid = int(rows[2].split("pid ")[1].split()[0])
+        # The dashboard's strip lists the gang by its head alone (node 1 serves no API).
+        await pilot.press("d")
+        await settle(pilot)
+        strip = app.screen.query_one(ServerStrip).text.plain
+        assert head in strip, strip
+        assert ".node1" not in strip, strip
+        await pilot.press("s")
+        await settle(pilot)
         os.kill(rank1_pid, signal.SIGKILL)
         try:
             await until(
