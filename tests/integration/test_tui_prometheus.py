@@ -14,6 +14,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from textual.coordinate import Coordinate
+from textual.screen import ModalScreen
+from textual.widgets import DataTable
 
 from console.cli.services import Services
 from console.telemetry.prom_source import SOURCE_NAME
@@ -124,6 +127,24 @@ async def test_dashboard_reads_two_simulators_through_prometheus(
                 sources = _text(app, SourcesBar)
                 assert f"prometheus {prom.url}: 3 targets" in sources, sources
                 assert "2/2 GPUs ok" in sources, sources
+
+                # Listed on the Servers screen too, where the console refuses to act on it.
+                await pilot.press("s")
+                await pilot.pause(0.5)
+                table = app.screen.query_one("#list", DataTable)
+                keys = [
+                    str(table.coordinate_to_cell_key(Coordinate(i, 0)).row_key.value)
+                    for i in range(table.row_count)
+                ]
+                assert set(instances) <= set(keys), keys
+                table.move_cursor(row=keys.index(instances[0]))
+                await pilot.pause(0.3)
+                await pilot.press("x")
+                await pilot.pause(0.3)
+                assert "read through prometheus" in app.notices[-1], list(app.notices)
+                assert not isinstance(app.screen, ModalScreen)
+                await pilot.press("d")
+                await pilot.pause(0.3)
 
                 # A simulator Prometheus cannot scrape: its row says so, the other stays.
                 stop_sim(sims[1])

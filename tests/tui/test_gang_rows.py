@@ -7,6 +7,7 @@ and the live console over the demo's real two-node kimi-k2.6 `tp16-2node`, rank 
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -15,13 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 from textual.pilot import Pilot
 from textual.widgets import DataTable
 
 from console.cli.services import Services
 from console.core.net import free_port
 from console.tui.app import ConsoleApp
-from console.tui.screens.servers import ServersScreen
+from console.tui.screens.servers import ServersScreen, server_detail
 from console.tui.views import ServerView
 from console.tui.widgets.finder import Finder, FindRow
 from console.tui.widgets.server_strip import ServerStrip
@@ -137,6 +139,19 @@ async def test_gang_rows_are_grouped_under_the_head() -> None:
         failed = rows[heads[1]]
         assert GANG_REASON in failed, failed
         assert "killed by SIGKILL" in rows[heads[1] + 2]
+        # A node's row selects that node: its detail names its place in the gang.
+        app.screen.query_one("#list", DataTable).move_cursor(row=first + 2)
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, ServersScreen)
+        selected = screen.selected()
+        assert selected is not None
+        assert selected.id == f"{HEAD}.node1"
+        printer = Console(width=160, record=True, file=io.StringIO())
+        printer.print(server_detail(selected))
+        detail = printer.export_text()
+        assert f"node 1 of 2 on local (head {HEAD})" in detail, detail
+        assert "4102" in detail
 
 
 @pytest.fixture

@@ -53,6 +53,13 @@ def server_detail(server: ServerView) -> Table:
                 style="yellow",
             ),
         )
+    if server.gang:
+        rank = server.node_rank or 0
+        table.add_row(
+            "gang",
+            f"node {rank} of {len(server.gang)} on {server.host} (head {server.gang[0]}); "
+            "down or restart acts on every node",
+        )
     table.add_row("state", state_text(server))
     if server.reason:
         table.add_row("reason", Text(server.reason, style="red"))
@@ -268,6 +275,13 @@ class ServersScreen(FindScreen):
 
     def _external(self, server: ServerView) -> bool:
         """The console never signals a server it did not start: say how to stop it."""
+        if server.via is not None:
+            self.notify(
+                f"{server.id} is read through {server.via}: the console does not act on it; "
+                "run ddconsole on its host to stop or restart it",
+                severity="warning",
+            )
+            return True
         if not server.external:
             return False
         self.notify(
@@ -369,8 +383,9 @@ class ServersScreen(FindScreen):
 
     def action_logs(self) -> None:
         server = self.selected()
-        if server is not None and server.external:
-            self.notify(f"{server.id} is external: ddconsole has no log of it", severity="warning")
+        if server is not None and (server.external or server.via is not None):
+            kind = "external" if server.external else f"read through {server.via}"
+            self.notify(f"{server.id} is {kind}: ddconsole has no log of it", severity="warning")
         elif server is not None:
             self.post_message(self.ShowLogs(server.id))
 
