@@ -2,8 +2,9 @@
 two real simulators under load and a DCGM-named GPU exporter (no local NVML read).
 
 The dashboard lists both simulators by their scrape instance with their tok/s, the GPU table
-shows the exporter's GPUs, the sources strip names the Prometheus and its targets, and a
-simulator Prometheus can no longer scrape turns unresponsive with Prometheus' own error.
+shows the exporter's GPUs, the sources strip names the Prometheus and its targets, a
+simulator Prometheus can no longer scrape turns unresponsive with Prometheus' own error, and
+the flight recording replays the Prometheus readings.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from textual.widgets import DataTable
 
 from console.cli.services import Services
 from console.telemetry.prom_source import SOURCE_NAME
+from console.telemetry.recording import SUFFIX, read_recording
 from console.tui.app import ConsoleApp
 from console.tui.prom_views import PROMETHEUS
+from console.tui.replay import ReplayBackend
 from console.tui.widgets.gpu_table import GpuTable
 from console.tui.widgets.pane import Pane
 from console.tui.widgets.server_strip import ServerStrip
@@ -83,7 +86,7 @@ async def test_dashboard_reads_two_simulators_through_prometheus(
         with running_prometheus(prometheus_binary, jobs, tmp_path) as prom:
             loads = [asyncio.create_task(_load(sim.url, stop)) for sim in sims]
             services = Services.create(demo=False, prometheus=prom.url)
-            app = ConsoleApp(services.live_backend(recordings=None))
+            app = ConsoleApp(services.live_backend(recordings=tmp_path / "recordings"))
             async with app.run_test(size=(200, 50)) as pilot:
                 strip = lambda: _text(app, ServerStrip)  # noqa: E731
                 try:
@@ -163,6 +166,14 @@ async def test_dashboard_reads_two_simulators_through_prometheus(
                 assert "1 down" in _text(app, SourcesBar)
                 kept = sims[0].url.removeprefix("http://")
                 assert any(kept in line and "ready" in line for line in strip().splitlines())
+            # The flight recorder took the Prometheus readings as it takes direct ones.
+            path = next((tmp_path / "recordings").glob(f"*{SUFFIX}"))
+            replayed = ReplayBackend(
+                read_recording(path), runs_root=services.state.runs, playing=False
+            )
+            sample = replayed.store.server(kept)
+            assert sample is not None
+            assert (sample.decode_tok_s or 0) > 0, sample
     finally:
         stop.set()
         for task in loads:
