@@ -19,6 +19,7 @@ from textual.coordinate import Coordinate
 from textual.widgets import DataTable, Static
 
 from console.core.units import format_duration
+from console.fleet.hosts import LOCAL
 from console.tui.backend import ActionRefused, Backend
 from console.tui.screens.base import ConsoleScreen
 from console.tui.widgets.filled_table import Cell, fill_table
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
     from console.fleet.summary import HostSummary
 
 COLUMNS = ("HOST", "TARGET", "STATE", "GPUS", "SERVERS", "TOK/S", "UPDATED", "REASON")
+AGE_TICK_S = 1.0
+"""How often the shown ages are redrawn whatever the hosts report."""
 HOST_STYLES = {"up": "bold green", "connecting": "yellow", "stale": "bold yellow"}
 
 
@@ -106,6 +109,15 @@ class FleetScreen(ConsoleScreen):
         with VerticalScroll(id="by-host"):
             yield Static("", id="by-host-text")
 
+    def on_mount(self) -> None:
+        # The ages move while no host reports (one host, stale): the app re-renders only
+        # when the backend's version moves.
+        self.set_interval(AGE_TICK_S, self._tick)
+
+    def _tick(self) -> None:
+        if self.is_current and self.fleet is not None:
+            self.refresh_data()
+
     def on_screen_resume(self) -> None:
         # Only when really shown: the app's warm-up mounts every mode unseen.
         if self.fleet is None and not self._opening and self.is_current:
@@ -159,4 +171,6 @@ class FleetScreen(ConsoleScreen):
         text = servers_by_host(shown, wide=self.size.width >= 100)
         if self.only is not None:
             text.append(f"\n\nonly {self.only}: enter shows every host", style="dim")
+            if self.only == LOCAL:
+                text.append("; s opens this host's Servers screen", style="dim")
         by_host.update(text)
