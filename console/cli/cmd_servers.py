@@ -33,6 +33,13 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
     up.add_argument("--no-wait", action="store_true", help="return once the process runs")
     up.add_argument("--timeout", type=float, metavar="S", help="give up waiting after S s")
     up.add_argument("--json", action="store_true", help="the server's status as JSON")
+    up.add_argument(
+        "--nodes",
+        metavar="H0,H1",
+        help="a multi-node layout's hosts of hosts.toml (or `local`), head first, instead of "
+        "the layout's `nodes`: each node is started on its host over SSH",
+    )
+    _add_gang_node_flags(up)
     up.set_defaults(handler=_up)
 
     ps = verbs.add_parser(
@@ -71,6 +78,9 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         help="seconds between SIGTERM and SIGKILL (default 30, SGLang drains)",
     )
     down.add_argument("--json", action="store_true", help="one result object per server")
+    # Internal: the gang supervisor on the console host (console.fleet.gang_watch) stops this
+    # host's node of a gang because a node on another host ended, recording why.
+    down.add_argument("--gang-failure", metavar="TEXT", help=argparse.SUPPRESS)
     down.set_defaults(handler=_down)
 
     restart = verbs.add_parser("restart", parents=[common], help="stop and relaunch a server")
@@ -108,6 +118,15 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
     switch.add_argument("--timeout", type=float, metavar="S", help="give up waiting after S s")
     switch.add_argument("--json", action="store_true", help="the new server's status as JSON")
     switch.set_defaults(handler=_switch)
+
+
+def _add_gang_node_flags(up: argparse.ArgumentParser) -> None:
+    """Internal flags of `up`: the console host starts node I of a gang on this host
+    (console.fleet.gang_up); `--dist-init-addr ADDR:0` on the head picks a free port here."""
+    up.add_argument("--gang-id", metavar="ID", help=argparse.SUPPRESS)
+    up.add_argument("--node-rank", type=int, metavar="I", help=argparse.SUPPRESS)
+    up.add_argument("--gang-nodes", metavar="H0,H1", help=argparse.SUPPRESS)
+    up.add_argument("--dist-init-addr", metavar="ADDR", help=argparse.SUPPRESS)
 
 
 def _services(args: argparse.Namespace) -> Services:
@@ -178,8 +197,13 @@ def _up(args: argparse.Namespace) -> int:
     from console.cli.cmd_plan import make_plan, print_security_warnings
     from console.server import actions
 
+    if args.gang_id is not None:
+        return _up_node(args)
     services = _services(args)
     plan = make_plan(services, args.profile, args.layout, args.variant, args.port, args.gpus)
+    plan = _with_nodes(args, plan)
+    if any(node != "local" for node in plan.nodes):
+        return _up_across_hosts(args, services, plan)
     manager = services.manager()
     if args.port is None:
         plan = _port_for_up(args, services, manager, plan)
@@ -194,6 +218,107 @@ def _up(args: argparse.Namespace) -> int:
         manager, record.id, timeout=args.timeout, on_event=lambda text: _say(args, text)
     )
     return _outcome(args, status)
+
+
+def _with_nodes(args: argparse.Namespace, plan: Any) -> Any:
+    """The plan with `--nodes` as its nodes (as many as the layout has)."""
+    from dataclasses import replace
+
+    from console.core.errors import UsageError
+
+    if not args.nodes:
+        return plan
+    nodes = tuple(n.strip() for n in args.nodes.split(",") if n.strip())
+    if not plan.nodes:
+        raise UsageError(
+            f"--nodes: layout {plan.layout!r} runs on one node; choose a multi-node layout"
+        )
+    if len(nodes) != len(plan.nodes):
+        raise UsageError(
+            f"--nodes: layout {plan.layout!r} runs {len(plan.nodes)} nodes; name "
+            f"{len(plan.nodes)} hosts (got {len(nodes)})"
+        )
+    return replace(plan, nodes=nodes)
+
+
+def _up_across_hosts(args: argparse.Namespace, services: Services, plan: Any) -> int:
+    """A multi-node layout with nodes on other hosts: each node started on its host."""
+    from console.fleet import gang_up
+
+    where = "--nodes" if args.nodes else f"layout {plan.layout!r} nodes"
+    _say(args, f"up {plan.profile} / {plan.layout} / {plan.variant} on {', '.join(plan.nodes)}")
+    request = gang_up.GangRequest(
+        profile=plan.profile,
+        layout=plan.layout,
+        variant=plan.variant,
+        nodes=tuple(plan.nodes),
+        port=args.port,
+        gpus=args.gpus,
+        demo=services.demo,
+        timeout_s=args.timeout,
+    )
+    code, head = gang_up.up(request, services.state, lambda text: _say(args, text), where)
+    if args.json:
+        print_json(head)
+    state = head.get("state")
+    if state == "ready":
+        _say(args, f"ready: {head.get('url')} (on {head.get('host')})")
+    elif state in ("failed", "stopped"):
+        _say(args, f"FAILED: {head.get('reason')}")
+    else:
+        _say(args, f"not ready yet (state {state}); `ddconsole down {head.get('id')}` stops it")
+    return code
+
+
+def _up_node(args: argparse.Namespace) -> int:
+    """Node `--node-rank` of gang `--gang-id`, started here for the console host."""
+    from console.core.errors import UsageError
+    from console.core.net import free_port
+    from console.server.actions import launch_interpreter
+    from console.server.gang import node_id
+    from console.topology.nodes import node_plan
+
+    if args.node_rank is None or not args.gang_nodes or not args.dist_init_addr:
+        raise UsageError("--gang-id needs --node-rank, --gang-nodes and --dist-init-addr")
+    services = _services(args)
+    manager = services.manager()
+    plan = make_plan_for(services, args)
+    nodes = args.gang_nodes.split(",")
+    if not 0 <= args.node_rank < len(nodes):
+        raise UsageError(f"--node-rank {args.node_rank}: the gang has {len(nodes)} nodes")
+    addr = args.dist_init_addr
+    bind = plan.host if plan.host not in ("", "::") else "0.0.0.0"
+    if args.node_rank == 0:
+        if args.port is None:
+            plan = _port_for_up(args, services, manager, plan)
+        port = plan.port
+        host, _, dist_port = addr.rpartition(":")
+        if dist_port == "0":  # the rendezvous port, picked free on the head's host
+            try:
+                addr = f"{host}:{free_port(host.strip('[]'))}"
+            except OSError:
+                addr = f"{host}:{free_port('0.0.0.0')}"
+    else:
+        # A non-head node serves only SGLang's dummy health server: any free port does.
+        port = args.port if args.port is not None else free_port(bind)
+    ids = [node_id(args.gang_id, rank) for rank in range(len(nodes))]
+    server_id = ids[args.node_rank]
+    running = server_id in manager.records.ids() and not (
+        manager.status(server_id, probe=False).state.terminal
+    )
+    if running:
+        raise UsageError(f"{server_id} runs here already")
+    node = node_plan(plan, args.node_rank, nodes, addr, port)
+    record = manager.launch_node(
+        node, server_id=server_id, gang=ids, interpreter=launch_interpreter(node)
+    )
+    return _outcome(args, manager.status(record.id, probe=False), waited=False)
+
+
+def make_plan_for(services: Services, args: argparse.Namespace) -> Any:
+    from console.cli.cmd_plan import make_plan
+
+    return make_plan(services, args.profile, args.layout, args.variant, args.port, args.gpus)
 
 
 def _port_for_up(
@@ -445,8 +570,12 @@ def _down(args: argparse.Namespace) -> int:
     from console.core.errors import StateError
 
     services = _services(args)
+    if args.gang_failure is not None:
+        return _down_for_gang(args, services)
     if args.external:
         return _down_external(args, services)
+    if _down_gangs(args, services):
+        return 0
     if not args.all:
         _refuse_external(services, args)
     manager = services.manager()
@@ -506,6 +635,46 @@ def _down(args: argparse.Namespace) -> int:
     if args.json:
         print_json(results)
     return code
+
+
+def _down_for_gang(args: argparse.Namespace, services: Services) -> int:
+    """This host's nodes of a gang stopped with the reason a node elsewhere ended."""
+    from console.server.gang import stop_for_gang
+
+    manager = services.manager()
+    results = []
+    for server_id in [manager.resolve_id(text) for text in args.ids]:
+        done = stop_for_gang(manager, server_id, args.gang_failure, args.grace)
+        _say(args, f"{server_id}: {done} ({args.gang_failure})")
+        results.append({"id": server_id, "result": done})
+    if args.json:
+        print_json(results)
+    return 0
+
+
+def _down_gangs(args: argparse.Namespace, services: Services) -> bool:
+    """`down ID` of a gang whose nodes run on other hosts (its file is here): every node is
+    stopped on its host. True when every id named was such a gang (nothing else to do)."""
+    from console.fleet import gang_file, gang_up
+
+    if args.all:
+        paths = [gang_file.gang_path(services.state, i) for i in gang_file.gang_ids(services.state)]
+        rest = True
+    else:
+        found = [(text, gang_file.find(services.state, text)) for text in args.ids]
+        paths = [path for _, path in found if path is not None]
+        args.ids = [text for text, path in found if path is None]
+        rest = bool(args.ids)
+    results = []
+    for path in paths:
+        results.append(
+            gang_up.down(
+                path, grace=args.grace, reason="stopped by the user", say=lambda t: _say(args, t)
+            )
+        )
+    if paths and not rest and args.json:
+        print_json(results)
+    return bool(paths) and not rest
 
 
 def _restart(args: argparse.Namespace) -> int:

@@ -151,6 +151,16 @@ class HostLink:
             self._set(UP, None)
             return conn
 
+    async def addresses(self) -> tuple[str, str]:
+        """(this end's address, the host's address) of the SSH connection: the addresses the
+        two hosts reach each other at (a multi-node gang's rendezvous needs them)."""
+        if self.host.is_local:
+            return "127.0.0.1", "127.0.0.1"
+        conn = await self._connection()
+        local = conn.get_extra_info("sockname") or ("127.0.0.1",)
+        peer = conn.get_extra_info("peername") or (parse_target(self.host.target).host,)
+        return str(local[0]), str(peer[0])
+
     def command(self, args: Sequence[str]) -> str:
         """The command line run on the remote host: its ddconsole and the quoted args."""
         return f"{self.host.ddconsole} {shlex.join(args)}"

@@ -14,11 +14,15 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from console.core.errors import StateError
 from console.core.paths import StatePaths
 from console.hw.backend import GpuProcess, GpuReading, GpuStatic, GpuUnavailable
 from console.server.records import ExitInfo, Records, ServerRecord
+
+if TYPE_CHECKING:
+    from console.server.manager import ServerManager
 
 GANG_MODULE = "console.server.gang"
 NODE_STOP_GRACE_S = 5.0
@@ -158,6 +162,22 @@ def stop_peers(root: Path, server_id: str) -> list[str]:
         stopped.append(peer)
     manager.close()
     return stopped
+
+
+def stop_for_gang(manager: ServerManager, server_id: str, reason: str, grace: float) -> str:
+    """Stop this host's node of a gang whose cause of failure was seen elsewhere (another
+    host's node ended: console.fleet.gang_watch), recording `reason` as its gang failure;
+    a node that ended already only gets the reason. What was done, in a word."""
+    records = manager.records
+    record = records.load(server_id)
+    if record.gang_failure is not None or record.stop_requested_wall is not None:
+        return "already stopped"
+    record.gang_failure = reason
+    _save(records, record)
+    if records.exit(server_id) is not None:
+        return "reason recorded"
+    manager.stop(server_id, grace=grace, reason=reason, gang=False)
+    return "stopped"
 
 
 def _save(records: Records, record: ServerRecord) -> None:

@@ -413,6 +413,13 @@ class ServerManager:
             raise
         return started[0]
 
+    def launch_node(
+        self, plan: Plan, *, server_id: str, gang: list[str], interpreter: str | None = None
+    ) -> ServerRecord:
+        """Start one node of a gang whose other nodes run on other hosts (each host's
+        ddconsole starts its own node: console.fleet.gang_up); returns once it runs."""
+        return self._launch_one(plan, interpreter=interpreter, server_id=server_id, gang=gang)
+
     def _launch_one(
         self,
         plan: Plan,

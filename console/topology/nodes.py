@@ -73,3 +73,20 @@ def shown_node_plans(plan: Plan) -> list[Plan]:
         for rank, node in enumerate(plan.nodes)
     ]
     return node_plans(plan, int(port) if port.isdigit() else 0, ports)
+
+
+def node_plan(plan: Plan, rank: int, nodes: Sequence[str], dist_init_addr: str, port: int) -> Plan:
+    """Node `rank` of a gang whose nodes run on `nodes` (host names of hosts.toml or `local`),
+    as that node's host launches it: the flags of `node_plans` for one node only."""
+    argv = _set_flag(plan.argv, "--port", str(port))
+    argv = _set_flag(argv, "--nnodes", str(len(nodes)))
+    argv = _set_flag(argv, "--node-rank", str(rank))
+    argv = _set_flag(argv, "--dist-init-addr", dist_init_addr)
+    return replace(
+        plan,
+        argv=argv,
+        port=port,
+        nodes=tuple(nodes),
+        node_rank=rank,
+        dist_init_addr=dist_init_addr,
+    )

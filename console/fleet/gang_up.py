@@ -1,0 +1,349 @@
+"""`up` and `down` of a multi-node layout whose nodes run on hosts of hosts.toml.
+
+Each node is started by its own host's ddconsole over that host's link (a hidden form of
+`up`: `--gang-id ID --node-rank I --gang-nodes H0,H1 --dist-init-addr ADDR`), so it is a
+detached managed server ON ITS HOST with its record, waiter and log there. The head goes
+first and picks its rendezvous port on its own host; the others join it there. All start or
+none stays: a node that cannot start stops those already started. Then a supervisor on this
+host (console.fleet.gang_watch) stops the gang with the reason when any node ends on its own.
+
+The head's address is the one its host is reached at over SSH (the peer address of its
+link, hosts.toml's target resolved); for a head on this host, the address this host has on
+its link to another node's host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from console.core.errors import ConsoleError, UsageError
+from console.core.paths import StatePaths
+from console.fleet.gang_file import (
+    WATCH_MODULE,
+    GangFile,
+    GangNode,
+    end_watcher,
+    gang_ids,
+    gang_path,
+    load,
+    save,
+)
+from console.fleet.hosts import LOCAL, Host, find_host, load_hosts
+from console.fleet.link import HostLink, LinkDown, RemoteResult
+from console.server.gang import node_id
+
+NODE_START_TIMEOUT_S = 120.0
+PS_TIMEOUT_S = 60.0
+READY_POLL_S = 1.0
+STOP_GRACE_S = 5.0
+"""A non-head node only logs SIGTERM; its head's stop ends it (console.server.gang)."""
+TERMINAL = ("stopped", "failed")
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class GangRequest:
+    profile: str
+    layout: str
+    variant: str
+    nodes: tuple[str, ...]
+    port: int | None
+    gpus: tuple[int, ...] | None
+    demo: bool
+    timeout_s: float | None
+
+
+class Links:
+    """One link per host of the gang; every call adds `--demo` when the gang is a demo."""
+
+    def __init__(self, hosts: Sequence[Host], demo: bool) -> None:
+        self.links = {host.name: HostLink(host) for host in hosts}
+        self.demo = demo
+
+    async def run(self, host: str, args: Sequence[str], timeout_s: float) -> RemoteResult:
+        extra = ["--demo"] if self.demo else []
+        return await self.links[host].run([*args, *extra], timeout_s)
+
+    async def servers(self, host: str) -> dict[str, dict[str, Any]]:
+        """The managed servers of `host` (`ps --json --all` there), by id."""
+        result = await self.run(host, ["ps", "--json", "--all"], PS_TIMEOUT_S)
+        if result.exit_status != 0:
+            raise ConsoleError(f"host {host}: `ddconsole ps` failed: {_last_line(result)}")
+        try:
+            listed = json.loads(result.stdout)
+        except ValueError:
+            raise ConsoleError(f"host {host}: `ddconsole ps --json` printed no JSON") from None
+        return {s["id"]: s for s in listed if isinstance(s, dict) and not s.get("external")}
+
+    async def close(self) -> None:
+        await asyncio.gather(*(link.close() for link in self.links.values()))
+
+
+def _last_line(result: RemoteResult) -> str:
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    return lines[-1].removeprefix("ddconsole: ").strip() if lines else f"exit {result.exit_status}"
+
+
+def gang_hosts(nodes: Sequence[str], where: str) -> list[Host]:
+    """The hosts of hosts.toml the nodes name (`local` included), each once."""
+    hosts = load_hosts()
+    found: list[Host] = []
+    for name in nodes:
+        try:
+            host = find_host(hosts, name)
+        except UsageError as exc:
+            raise UsageError(
+                f"{where}: node {name!r} is no host of hosts.toml "
+                f"(known: {', '.join(h.name for h in hosts)})",
+                hint=exc.hint,
+            ) from None
+        if host not in found:
+            found.append(host)
+    return found
+
+
+def up(request: GangRequest, paths: StatePaths, say: Say, where: str) -> tuple[int, dict[str, Any]]:
+    """Start the gang, wait for its head; (exit status, the head's status as its host's
+    `ps --json` gives it, plus `host`)."""
+    hosts = gang_hosts(request.nodes, where)
+    return asyncio.run(_up(request, hosts, paths, say))
+
+
+async def _up(
+    request: GangRequest, hosts: list[Host], paths: StatePaths, say: Say
+) -> tuple[int, dict[str, Any]]:
+    links = Links(hosts, request.demo)
+    try:
+        # Every host answers before anything starts; the id is free on all of them.
+        listed = await asyncio.gather(*(links.servers(h.name) for h in hosts))
+        taken = {server for servers in listed for server in servers} | set(gang_ids(paths))
+        gang_id = _new_id(request, taken)
+        address = await _head_address(links, request.nodes)
+        ids = [node_id(gang_id, rank) for rank in range(len(request.nodes))]
+        gang = GangFile(
+            id=gang_id,
+            profile=request.profile,
+            layout=request.layout,
+            demo=request.demo,
+            nodes=[
+                GangNode(r, h, i) for r, (h, i) in enumerate(zip(request.nodes, ids, strict=True))
+            ],
+            created_wall=time.time(),
+        )
+        path = gang_path(paths, gang_id)
+        save(path, gang)
+        head = await _start_all(links, request, gang, path, address, say)
+        gang.head_url = str(head.get("url", ""))
+        gang.watcher_pid = start_watcher(path)
+        save(path, gang)
+        say(f"  {gang_id}: supervisor pid {gang.watcher_pid} stops the gang if a node ends")
+        if head.get("state") in TERMINAL:
+            return 1, head
+        return await _wait_head(links, request, gang, say)
+    finally:
+        await links.close()
+
+
+def _new_id(request: GangRequest, taken: set[str]) -> str:
+    base = re.sub(r"[^A-Za-z0-9._-]", "-", f"{request.profile}-{request.layout}")
+    number = 1
+    while f"{base}-{number}" in taken:
+        number += 1
+    return f"{base}-{number}"
+
+
+async def _head_address(links: Links, nodes: Sequence[str]) -> str:
+    """Where every node reaches the head (see the module's docstring)."""
+    head = nodes[0]
+    if head != LOCAL:
+        _, peer = await links.links[head].addresses()
+        return peer
+    other = next((n for n in nodes if n != LOCAL), None)
+    if other is None:
+        return "127.0.0.1"
+    local, _ = await links.links[other].addresses()
+    return local
+
+
+def node_args(request: GangRequest, gang: GangFile, rank: int, dist_init_addr: str) -> list[str]:
+    """The hidden `up` that starts node `rank` on its host."""
+    args = [
+        "up",
+        request.profile,
+        "--layout",
+        request.layout,
+        "--variant",
+        request.variant,
+        "--no-wait",
+        "--json",
+        "--gang-id",
+        gang.id,
+        "--node-rank",
+        str(rank),
+        "--gang-nodes",
+        ",".join(request.nodes),
+        "--dist-init-addr",
+        dist_init_addr,
+    ]
+    if rank == 0 and request.port is not None:
+        args += ["--port", str(request.port)]
+    if request.gpus is not None:
+        args += ["--gpus", ",".join(map(str, request.gpus))]
+    return args
+
+
+async def _start_all(
+    links: Links, request: GangRequest, gang: GangFile, path: Path, address: str, say: Say
+) -> dict[str, Any]:
+    """Start every node in rank order; the head's status. A node that does not start stops
+    the started ones (ConsoleError saying which and why)."""
+    started: list[GangNode] = []
+    head: dict[str, Any] = {}
+    dist_init_addr = f"{address}:0"  # the head's host picks the port
+    for node in gang.nodes:
+        args = node_args(request, gang, node.rank, dist_init_addr)
+        try:
+            result = await links.run(node.host, args, NODE_START_TIMEOUT_S)
+            status = json.loads(result.stdout) if result.stdout.strip() else None
+            if not isinstance(status, dict) or result.exit_status != 0:
+                why = _last_line(result) if not isinstance(status, dict) else status.get("reason")
+                raise ConsoleError(str(why or f"exit {result.exit_status}"))
+        except (ConsoleError, ValueError) as exc:
+            text = exc.message if isinstance(exc, ConsoleError) else f"bad answer: {exc}"
+            reason = f"node {node.rank} did not start on {node.host} ({text}); the gang was stopped"
+            # The failed node too: it may have started and ended at once.
+            await _stop_nodes(links, [*started, node], reason)
+            gang.ended_wall, gang.failure = time.time(), reason
+            save(path, gang)
+            raise ConsoleError(reason) from None
+        if node.rank == 0:
+            head = {**status, "host": node.host}
+            dist_init_addr = str(status.get("dist_init_addr") or dist_init_addr)
+        started.append(node)
+        say(
+            f"{node.id}: node {node.rank} on {node.host}, pid {status.get('pid')}, "
+            f"port {status.get('port')}, log {status.get('log_path')} (on {node.host})"
+        )
+    say(f"  rendezvous at {dist_init_addr}; the head's readiness is the server's")
+    return head
+
+
+async def _stop_nodes(links: Links, nodes: Sequence[GangNode], reason: str) -> None:
+    """`down --gang-failure` of each node on its host (LinkDown ignored: nothing to do)."""
+
+    async def one(node: GangNode) -> None:
+        try:
+            await links.run(
+                node.host,
+                ["down", node.id, "--gang-failure", reason, "--grace", str(STOP_GRACE_S)],
+                NODE_START_TIMEOUT_S,
+            )
+        except LinkDown:
+            pass
+
+    await asyncio.gather(*(one(node) for node in nodes))
+
+
+async def _wait_head(
+    links: Links, request: GangRequest, gang: GangFile, say: Say
+) -> tuple[int, dict[str, Any]]:
+    """Poll the head's host until the head is ready or ended, or the timeout passes."""
+    head = gang.nodes[0]
+    start = time.monotonic()
+    status: dict[str, Any] = {}
+    last_phase = None
+    while True:
+        try:
+            servers = await links.servers(head.host)
+        except LinkDown as exc:
+            say(f"  {exc.message}; still waiting")
+            servers = {}
+        if head.id in servers:
+            status = {**servers[head.id], "host": head.host}
+            if status.get("phase") and status.get("phase") != last_phase:
+                last_phase = status["phase"]
+                say(f"  {time.monotonic() - start:6.1f}s  {last_phase}")
+            if status.get("state") == "ready" or status.get("state") in TERMINAL:
+                return (0 if status["state"] == "ready" else 1), status
+        if request.timeout_s is not None and time.monotonic() - start > request.timeout_s:
+            return 1, status
+        await asyncio.sleep(READY_POLL_S)
+
+
+def start_watcher(path: Path) -> int:
+    """The detached supervisor of the gang whose file is `path`; its pid."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", WATCH_MODULE, str(path)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+    )
+    return proc.pid
+
+
+def down(path: Path, *, grace: float, reason: str, say: Say) -> dict[str, Any]:
+    """Stop every node of the gang on its host (the lowest rank on each host first: its own
+    `down` stops the gang's other nodes there) and end the supervisor. A gang that ended
+    already is forgotten: its nodes' records on their hosts and its file here."""
+    gang = load(path)
+    forget = gang.ended_wall is not None
+    if not forget:
+        gang.stop_requested_wall = time.time()
+        gang.stop_reason = reason
+        save(path, gang)
+    end_watcher(gang.watcher_pid)
+    hosts = gang_hosts(gang.hosts, f"{path}")
+    return asyncio.run(_down(gang, path, hosts, grace=grace, forget=forget, say=say))
+
+
+async def _down(
+    gang: GangFile, path: Path, hosts: list[Host], *, grace: float, forget: bool, say: Say
+) -> dict[str, Any]:
+    links = Links(hosts, gang.demo)
+    problems: list[str] = []
+    try:
+
+        async def on_host(host: str) -> None:
+            nodes = [n for n in gang.nodes if n.host == host]
+            targets = [n.id for n in nodes] if forget else [nodes[0].id]
+            try:
+                result = await links.run(
+                    host, ["down", *targets, "--grace", str(grace)], NODE_START_TIMEOUT_S + grace
+                )
+            except LinkDown as exc:
+                problems.append(exc.message)
+                return
+            for line in result.stdout.splitlines():
+                if line.strip():
+                    say(f"  {host}: {line}")
+            if result.exit_status != 0:
+                problems.append(f"host {host}: `ddconsole down` failed: {_last_line(result)}")
+
+        await asyncio.gather(*(on_host(host) for host in gang.hosts))
+    finally:
+        await links.close()
+    if problems:
+        raise ConsoleError(
+            f"{gang.id}: not every node was reached: {'; '.join(problems)}",
+            hint=f"run `ddconsole down {gang.id}` again once the hosts answer",
+        )
+    if forget:
+        path.unlink(missing_ok=True)
+        say(f"forgot {gang.id} ({gang.failure or 'stopped'})")
+        return {"id": gang.id, "result": "forgotten"}
+    gang.ended_wall = time.time()
+    save(path, gang)
+    say(f"stopped {gang.id} on {', '.join(gang.hosts)}")
+    return {"id": gang.id, "result": "stopped", "hosts": gang.hosts}

@@ -1,0 +1,153 @@
+"""Issue 21's second acceptance line across hosts: `up kimi-k2.6 --layout tp16-2node --nodes
+alpha,beta` starts node 0 on the fake SSH host alpha and node 1 on beta (each a managed
+server in its own host's state, started by that host's ddconsole), and is ready when the
+head is; SIGKILL of rank 1 makes the supervisor on the console host stop the head with the
+reason (`node 1 exited 137 (SIGKILL)`); nothing is left on either host. A node that cannot
+start stops the started ones; `down` of the gang here stops every node on its host."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from console.core.net import free_port
+from console.core.paths import StatePaths
+from console.fleet.gang_file import gang_ids, gang_path, load, watcher_alive
+from tests.fleet.conftest import SshWorld, write_hosts_toml
+from tests.fleet.gangworld import dd, nothing_left, servers_on, wait_for
+
+pytestmark = pytest.mark.slow
+
+LAYOUT = "tp16-2node"
+GANG = f"kimi-k2.6-{LAYOUT}-1"
+NODE1 = f"{GANG}.node1"
+
+
+@pytest.fixture
+def gang_world(ssh_world: SshWorld) -> Iterator[SshWorld]:
+    write_hosts_toml(ssh_world)
+    yield ssh_world
+    paths = StatePaths.for_mode(True)
+    for gang in gang_ids(paths):
+        pid = load(gang_path(paths, gang)).watcher_pid
+        if watcher_alive(pid):
+            assert pid is not None
+            os.kill(pid, signal.SIGKILL)
+    for host in ("alpha", "beta"):
+        dd("--host", host, "down", "--all", "--grace", "2", timeout=60)
+
+
+def up_gang(port: int) -> tuple[int, str, str]:
+    return dd(
+        "up", "kimi-k2.6", "--layout", LAYOUT, "--nodes", "alpha,beta", "--port", str(port),
+        "--timeout", "60", "--json",
+    )  # fmt: skip
+
+
+def test_up_across_two_hosts_and_killing_rank_1_stops_the_gang(gang_world: SshWorld) -> None:
+    port = free_port()
+    code, out, err = up_gang(port)
+    assert code == 0, err
+    head = json.loads(out)
+    assert (head["id"], head["state"], head["host"], head["port"]) == (GANG, "ready", "alpha", port)
+    assert f"ready: http://127.0.0.1:{port} (on alpha)" in err
+
+    # Each node is a managed server of its own host: the head on alpha, node 1 on beta.
+    alpha, beta = servers_on("alpha"), servers_on("beta")
+    assert list(alpha) == [GANG]
+    assert list(beta) == [NODE1]
+    node = beta[NODE1]
+    assert alpha[GANG]["state"] == "ready"
+    assert node["state"] == "ready"
+    assert alpha[GANG]["gang"] == node["gang"] == [GANG, NODE1]
+    assert (alpha[GANG]["node_rank"], node["node_rank"]) == (0, 1)
+    assert alpha[GANG]["nodes"] == node["nodes"] == ["alpha", "beta"]
+    # The head's rendezvous is at alpha's address (the SSH link's peer), reached by node 1.
+    addr = alpha[GANG]["dist_init_addr"]
+    assert addr.startswith("127.0.0.2:")
+    assert node["dist_init_addr"] == addr
+    # Every host's state is its own: the console host ran no server itself.
+    code, out, err = dd("ps", "--json", "--all")
+    assert code == 0, err
+    assert [s for s in json.loads(out) if not s.get("external")] == []
+    gang = load(gang_path(StatePaths.for_mode(True), GANG))
+    assert [(n.rank, n.host, n.id) for n in gang.nodes] == [(0, "alpha", GANG), (1, "beta", NODE1)]
+    assert watcher_alive(gang.watcher_pid)
+
+    pids = [alpha[GANG]["pid"], node["pid"]]
+    os.kill(node["pid"], signal.SIGKILL)
+
+    def head_failed() -> dict | None:
+        # The head may fail on its own first (its collective with node 1 breaks); the
+        # supervisor then records the cause on it, and that is what its state says.
+        state = servers_on("alpha")[GANG]
+        return state if state["failure_kind"] == "gang" else None
+
+    failed = wait_for(head_failed, 45, "the head on alpha to be stopped by the gang")
+    assert failed["reason"] == "node 1 exited 137 (SIGKILL); the gang was stopped"
+    assert failed["failure_kind"] == "gang"
+    assert servers_on("beta")[NODE1]["state"] == "failed"
+    rendezvous = int(addr.rsplit(":", 1)[1])
+    nothing_left(
+        addr, [("127.0.0.1", port), ("127.0.0.1", node["port"]), ("127.0.0.2", rendezvous)], pids
+    )
+    # The supervisor recorded why and ended.
+    gang = wait_for(
+        lambda: (g := load(gang_path(StatePaths.for_mode(True), GANG))).ended_wall and g,
+        15,
+        "the gang file to record the end",
+    )
+    assert gang.failure == "node 1 exited 137 (SIGKILL); the gang was stopped"
+    wait_for(lambda: not watcher_alive(gang.watcher_pid), 15, "the supervisor to end")
+
+    # `down` of the ended gang here forgets it on every host.
+    code, out, err = dd("down", GANG)
+    assert code == 0, err
+    assert f"forgot {GANG}" in out
+    assert servers_on("alpha") == {}
+    assert servers_on("beta") == {}
+    assert gang_ids(StatePaths.for_mode(True)) == []
+
+
+def test_a_node_that_cannot_start_leaves_nothing(gang_world: SshWorld) -> None:
+    # beta's GPUs are held by a server of its own: node 1 is refused there by preflight.
+    blocker = free_port()
+    code, _, err = dd(
+        "--host", "beta", "up", "qwen3.6-27b", "--layout", "tp1", "--port", str(blocker),
+        "--no-wait",
+    )  # fmt: skip
+    assert code == 0, err
+    port = free_port()
+    code, _out, err = up_gang(port)
+    assert code != 0
+    assert "node 1 did not start on beta" in err
+    # The head had started on alpha: it was stopped, with the reason, and nothing of it runs.
+    head = servers_on("alpha")[GANG]
+    assert head["state"] in ("failed", "stopped")
+    assert head["reason"].startswith("node 1 did not start on beta"), head["reason"]
+    nothing_left(head["dist_init_addr"], [("127.0.0.1", port)], [head["pid"]])
+    assert NODE1 not in servers_on("beta")
+    gang = load(gang_path(StatePaths.for_mode(True), GANG))
+    assert gang.failure is not None
+    assert gang.watcher_pid is None
+
+
+def test_down_of_the_gang_here_stops_every_node(gang_world: SshWorld, tmp_path: Path) -> None:
+    port = free_port()
+    code, out, err = up_gang(port)
+    assert code == 0, err
+    head, node = servers_on("alpha")[GANG], servers_on("beta")[NODE1]
+    watcher = load(gang_path(StatePaths.for_mode(True), GANG)).watcher_pid
+    code, out, err = dd("down", GANG, "--grace", "5")
+    assert code == 0, err
+    assert f"stopped {GANG} on alpha, beta" in out
+    assert servers_on("alpha")[GANG]["state"] == "stopped"
+    assert servers_on("beta")[NODE1]["state"] in ("stopped", "failed")
+    addr = head["dist_init_addr"]
+    nothing_left(addr, [("127.0.0.1", port)], [head["pid"], node["pid"], watcher])
+    assert servers_on("alpha")[GANG]["reason"] == "stopped by the user"
