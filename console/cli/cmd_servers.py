@@ -256,6 +256,7 @@ def _up_across_hosts(args: argparse.Namespace, services: Services, plan: Any) ->
         gpus=args.gpus,
         demo=services.demo,
         timeout_s=args.timeout,
+        wait=not args.no_wait,
     )
     code, head = gang_up.up(request, services.state, lambda text: _say(args, text), where)
     if args.json:
@@ -265,7 +266,7 @@ def _up_across_hosts(args: argparse.Namespace, services: Services, plan: Any) ->
         _say(args, f"ready: {head.get('url')} (on {head.get('host')})")
     elif state in ("failed", "stopped"):
         _say(args, f"FAILED: {head.get('reason')}")
-    else:
+    elif not args.no_wait:
         _say(args, f"not ready yet (state {state}); `ddconsole down {head.get('id')}` stops it")
     return code
 
@@ -434,6 +435,7 @@ def _ps(args: argparse.Namespace) -> int:
             f"{len(folded)} stopped server{'s' if len(folded) != 1 else ''} hidden; "
             f"`ddconsole ps --all{demo}` shows them, `ddconsole prune{demo}` removes them"
         )
+    _print_gangs(services)
     if externals:
         print()
         print("external (SGLang servers ddconsole did not start; never stopped by `down --all`):")
@@ -459,6 +461,33 @@ def _ps(args: argparse.Namespace) -> int:
             )
         )
     return 0
+
+
+def _print_gangs(services: Services) -> None:
+    """The multi-node servers this host started on other hosts (their nodes' records are
+    on those hosts): one row each, from its file here."""
+    from console.core.errors import StateError
+    from console.fleet import gang_file
+
+    rows = []
+    for gang_id in gang_file.gang_ids(services.state):
+        try:
+            gang = gang_file.load(gang_file.gang_path(services.state, gang_id))
+        except StateError as exc:
+            print(f"! {exc.message}")
+            continue
+        if gang.ended_wall is not None:
+            state, reason = ("failed", gang.failure) if gang.failure else ("stopped", "")
+        elif gang_file.watcher_alive(gang.watcher_pid):
+            state, reason = "running", "supervised from this host"
+        else:
+            state, reason = "running", "NOT supervised: its supervisor ended"
+        nodes = ", ".join(f"{n.rank}:{n.host}" for n in gang.nodes)
+        rows.append([gang.id, gang.profile, gang.layout, nodes, state, reason or ""])
+    if rows:
+        print()
+        print("multi-node servers on other hosts (`ddconsole --host HOST ps` shows each node):")
+        print(table(["ID", "PROFILE", "LAYOUT", "NODES", "STATE", "REASON"], rows))
 
 
 def _fold_after_s() -> float:
@@ -574,13 +603,14 @@ def _down(args: argparse.Namespace) -> int:
         return _down_for_gang(args, services)
     if args.external:
         return _down_external(args, services)
-    if _down_gangs(args, services):
-        return 0
+    gangs_done, gangs_code = _down_gangs(args, services)
+    if gangs_done:
+        return gangs_code
     if not args.all:
         _refuse_external(services, args)
     manager = services.manager()
     results: list[dict[str, object]] = []  # `down --json`: one object per server
-    code = 0
+    code = gangs_code
     targets = _targets(args, manager)
     if not targets:
         _say(args, "no managed servers to stop" + _other_mode(services, "down --all"))
@@ -652,9 +682,11 @@ def _down_for_gang(args: argparse.Namespace, services: Services) -> int:
     return 0
 
 
-def _down_gangs(args: argparse.Namespace, services: Services) -> bool:
+def _down_gangs(args: argparse.Namespace, services: Services) -> tuple[bool, int]:
     """`down ID` of a gang whose nodes run on other hosts (its file is here): every node is
-    stopped on its host. True when every id named was such a gang (nothing else to do)."""
+    stopped on its host. (every id named was such a gang, so nothing else is to do; the exit
+    status so far)."""
+    from console.core.errors import ConsoleError
     from console.fleet import gang_file, gang_up
 
     if args.all:
@@ -665,16 +697,26 @@ def _down_gangs(args: argparse.Namespace, services: Services) -> bool:
         paths = [path for _, path in found if path is not None]
         args.ids = [text for text, path in found if path is None]
         rest = bool(args.ids)
-    results = []
+    results: list[dict[str, Any]] = []
+    code = 0
     for path in paths:
-        results.append(
-            gang_up.down(
-                path, grace=args.grace, reason="stopped by the user", say=lambda t: _say(args, t)
+        try:
+            results.append(
+                gang_up.down(
+                    path,
+                    grace=args.grace,
+                    reason="stopped by the user",
+                    say=lambda t: _say(args, t),
+                )
             )
-        )
+        except ConsoleError as exc:
+            # One gang whose host does not answer keeps no other server from stopping.
+            _say(args, f"ddconsole: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
+            results.append({"id": path.stem, "result": "not stopped", "error": exc.message})
+            code = 1
     if paths and not rest and args.json:
         print_json(results)
-    return bool(paths) and not rest
+    return bool(paths) and not rest, code
 
 
 def _restart(args: argparse.Namespace) -> int:

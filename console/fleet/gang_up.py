@@ -61,6 +61,8 @@ class GangRequest:
     gpus: tuple[int, ...] | None
     demo: bool
     timeout_s: float | None
+    wait: bool = True
+    """Wait for the head's readiness (`up --no-wait`: return once every node runs)."""
 
 
 class Links:
@@ -149,6 +151,8 @@ async def _up(
         say(f"  {gang_id}: supervisor pid {gang.watcher_pid} stops the gang if a node ends")
         if head.get("state") in TERMINAL:
             return 1, head
+        if not request.wait:
+            return 0, head
         return await _wait_head(links, request, gang, say)
     finally:
         await links.close()

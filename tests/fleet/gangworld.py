@@ -46,7 +46,7 @@ def servers_on(host: str) -> dict[str, dict[str, Any]]:
     return {s["id"]: s for s in json.loads(out) if not s.get("external")}
 
 
-def wait_for(check: Callable[[], T], timeout: float, what: str) -> T:
+def wait_for(check: Callable[[], T | None], timeout: float, what: str) -> T:
     deadline = time.monotonic() + timeout
     while True:
         value = check()

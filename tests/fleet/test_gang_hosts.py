@@ -17,7 +17,7 @@ import pytest
 
 from console.core.net import free_port
 from console.core.paths import StatePaths
-from console.fleet.gang_file import gang_ids, gang_path, load, watcher_alive
+from console.fleet.gang_file import GangFile, gang_ids, gang_path, load, watcher_alive
 from tests.fleet.conftest import SshWorld, write_hosts_toml
 from tests.fleet.gangworld import dd, nothing_left, servers_on, wait_for
 
@@ -96,14 +96,21 @@ def test_up_across_two_hosts_and_killing_rank_1_stops_the_gang(gang_world: SshWo
     nothing_left(
         addr, [("127.0.0.1", port), ("127.0.0.1", node["port"]), ("127.0.0.2", rendezvous)], pids
     )
+
     # The supervisor recorded why and ended.
-    gang = wait_for(
-        lambda: (g := load(gang_path(StatePaths.for_mode(True), GANG))).ended_wall and g,
-        15,
-        "the gang file to record the end",
-    )
+    def ended() -> GangFile | None:
+        found = load(gang_path(StatePaths.for_mode(True), GANG))
+        return found if found.ended_wall is not None else None
+
+    gang = wait_for(ended, 15, "the gang file to record the end")
     assert gang.failure == "node 1 exited 137 (SIGKILL); the gang was stopped"
     wait_for(lambda: not watcher_alive(gang.watcher_pid), 15, "the supervisor to end")
+    code, out, err = dd("ps")
+    assert code == 0, err
+    row = next(line for line in out.splitlines() if line.startswith(GANG))
+    assert "0:alpha, 1:beta" in row
+    assert "failed" in row
+    assert "node 1 exited 137 (SIGKILL)" in row
 
     # `down` of the ended gang here forgets it on every host.
     code, out, err = dd("down", GANG)
@@ -143,6 +150,7 @@ def test_down_of_the_gang_here_stops_every_node(gang_world: SshWorld, tmp_path: 
     assert code == 0, err
     head, node = servers_on("alpha")[GANG], servers_on("beta")[NODE1]
     watcher = load(gang_path(StatePaths.for_mode(True), GANG)).watcher_pid
+    assert watcher is not None
     code, out, err = dd("down", GANG, "--grace", "5")
     assert code == 0, err
     assert f"stopped {GANG} on alpha, beta" in out
