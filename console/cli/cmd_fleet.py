@@ -24,7 +24,8 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         help="one look at every host of hosts.toml: GPUs busy, servers, tok/s, sources",
         description="Reads every host of $XDG_CONFIG_HOME/ddconsole/hosts.toml (and this "
         "one, `local`) over its SSH link with `ddconsole metrics --watch --json` there, and "
-        "prints each host's first reading, or why it has none (stale: the reason).",
+        "prints each host's first reading, or why it has none (the reason). Exits 0 when "
+        "every host is up, 1 when any is not.",
     )
     parser.add_argument(
         "--interval",
@@ -63,7 +64,9 @@ def _fleet(args: argparse.Namespace) -> int:
         await fleet.start()
         try:
             await fleet.wait_settled(args.timeout)
-            return fleet.summaries()
+            return [
+                _unsettled(s, fleet.link_state(s.name), args.timeout) for s in fleet.summaries()
+            ]
         finally:
             await asyncio.wait_for(fleet.stop(), 15)
 
@@ -77,7 +80,27 @@ def _fleet(args: argparse.Namespace) -> int:
         )
     else:
         _print(summaries)
-    return 0
+    return 0 if all(s.state == "up" for s in summaries) else 1
+
+
+def _unsettled(summary: HostSummary, link_state: str, waited_s: float) -> HostSummary:
+    """A host still without a reading when the look ended, with the reason it has none."""
+    import dataclasses
+
+    from console.fleet.hosts import LOCAL
+
+    if summary.state != "connecting" or summary.reason:
+        return summary
+    if summary.name == LOCAL:
+        why = f"no reading within {waited_s:g} s (`ddconsole metrics` here has not answered)"
+    elif link_state == "up":
+        why = (
+            f"no reading within {waited_s:g} s (connected; `ddconsole metrics` there has "
+            "not answered)"
+        )
+    else:
+        why = f"still connecting after {waited_s:g} s"
+    return dataclasses.replace(summary, reason=why)
 
 
 def _print(summaries: Sequence[HostSummary]) -> None:
@@ -92,7 +115,7 @@ def _print(summaries: Sequence[HostSummary]) -> None:
                 s.target,
                 s.state,
                 f"{s.gpus_busy}/{s.gpus_total}" if s.gpus_total is not None else "-",
-                f"{s.servers_ready}/{len(s.servers)}",
+                f"{s.servers_ready}/{len(s.servers)}" if s.age_s is not None else "-",
                 f"{s.tok_s:.1f}" if s.tok_s is not None else "-",
                 f"{len(bad)} not ok" if bad else ("ok" if s.sources else "-"),
                 f"{s.age_s:.1f}s" if s.age_s is not None else "-",
@@ -113,27 +136,62 @@ def _print(summaries: Sequence[HostSummary]) -> None:
 def route_host(args: argparse.Namespace, argv: Sequence[str]) -> None:
     """Point a parsed `--host NAME VERB ...` at that host: the verb's own handler is kept
     (read-only refuses it here too) and the handler becomes the relay. `--host local` runs
-    here as if no --host were given."""
+    here as if no --host were given. A --host given twice is refused when the handler runs
+    (this is called while parsing, where an error would escape main's messages)."""
+    from console.core.errors import UsageError
     from console.fleet.hosts import LOCAL
 
+    try:
+        remote_argv = strip_host(argv)
+    except UsageError as exc:
+        error = exc
+
+        def refuse(_: argparse.Namespace) -> int:
+            raise error
+
+        args.handler = refuse
+        return
     if args.host == LOCAL:
         return
     args.remote_handler = getattr(args, "handler", None)
-    args.remote_argv = strip_host(argv)
+    args.remote_argv = remote_argv
     args.handler = _remote
 
 
 def strip_host(argv: Sequence[str]) -> list[str]:
-    """`argv` without its first `--host NAME` (or `--host=NAME`): the global option, which
-    comes before the verb; a verb's own `--host` (the simulator's) stays."""
-    out = list(argv)
-    for index, token in enumerate(out):
-        if token == "--host":
-            del out[index : index + 2]
-            return out
-        if token.startswith("--host="):
-            del out[index]
-            return out
+    """`argv` without the global `--host NAME`, in every form argparse takes before the verb
+    (`--host NAME`, `--host=NAME`, an abbreviation such as `--ho NAME`); what follows the verb
+    is the verb's and stays. UsageError when --host is given more than once."""
+    from console.cli.parser import build_parser
+    from console.core.errors import UsageError
+
+    options: dict[str, bool] = {}  # each global option: does it take a value
+    verbs: set[str] = set()
+    for action in build_parser()._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            verbs.update(action.choices)
+        for option in action.option_strings:
+            options[option] = action.nargs != 0
+    out: list[str] = []
+    found = 0
+    index = 0
+    while index < len(argv):
+        token = argv[index]
+        if token == "--" or token in verbs or not token.startswith("-"):
+            out.extend(argv[index:])
+            break
+        flag, eq, _ = token.partition("=")
+        named = [o for o in options if o == flag] or [o for o in options if o.startswith(flag)]
+        takes_value = len(named) == 1 and options[named[0]] and not eq
+        if named == ["--host"]:
+            found += 1
+        else:
+            out.append(token)
+            if takes_value and index + 1 < len(argv):
+                out.append(argv[index + 1])
+        index += 2 if takes_value else 1
+    if found > 1:
+        raise UsageError("--host is given more than once: give it once, before the command")
     return out
 
 

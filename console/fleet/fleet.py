@@ -90,12 +90,12 @@ class Fleet:
         tasks = [hs.task for hs in self._hosts.values() if hs.task is not None]
         for task in tasks:
             task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        # gather: the streams' own cancellations are results here, while a cancellation of
+        # the caller still ends this call.
+        await asyncio.gather(*tasks, return_exceptions=True)
         for hs in self._hosts.values():
             hs.task = None
-            await hs.link.close()
+        await asyncio.gather(*(hs.link.close() for hs in self._hosts.values()))
 
     # -- reading
 
@@ -142,6 +142,10 @@ class Fleet:
         """The host's latest full reading (`metrics --json`'s shape), None before the first."""
         return self._hosts[name].reading
 
+    def link_state(self, name: str) -> str:
+        """The host's connection: "up", "connecting" or "stale" (`local`: always "up")."""
+        return self._hosts[name].link.state
+
     def settled(self) -> bool:
         """Every host has a reading or is stale: one look at the fleet is complete."""
         return all(hs.reading is not None or hs.state == STALE for hs in self._hosts.values())
@@ -163,7 +167,9 @@ class Fleet:
         return await hs.link.run(self._args(args), timeout_s)
 
     def _args(self, args: Sequence[str]) -> list[str]:
-        return [*args, "--demo"] if self.demo and "--demo" not in args else list(args)
+        # Before the verb, as the global option: after it, a verb that passes its arguments
+        # on (`sim ...`, or anything after `--`) would get it as one of them.
+        return ["--demo", *args] if self.demo and "--demo" not in args else list(args)
 
     # -- the stream of one host
 
@@ -204,7 +210,9 @@ class Fleet:
     async def _watch(self, hs: _HostState) -> None:
         args = self._args(["metrics", "--watch", "--json", "--interval", f"{self.interval_s:g}"])
         delay = self.backoff_initial_s
+        lived_enough = max(self.backoff_max_s, 10 * self.interval_s)
         while True:
+            started = time.monotonic()
             try:
                 reason = await self._stream(hs, args)
             except LinkDown as exc:
@@ -217,9 +225,10 @@ class Fleet:
                     reason = hs.link.reason
                 else:
                     reason = f"telemetry failed: {type(exc).__name__}: {exc}"
-            if hs.reading is not None and hs.updated_mono is not None:
-                fresh = time.monotonic() - hs.updated_mono < self.silence_s
-                delay = self.backoff_initial_s if fresh else delay
+            # Only a stream that ran a good while starts its backoff over: one that gives a
+            # reading and dies at once would otherwise restart every second for ever.
+            if time.monotonic() - started >= lived_enough:
+                delay = self.backoff_initial_s
             self._set(hs, STALE, reason)
             await asyncio.sleep(delay)
             delay = min(delay * 2, self.backoff_max_s)

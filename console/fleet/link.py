@@ -2,8 +2,10 @@
 
 A remote host is one asyncssh connection, opened on first use with the user's keys,
 `~/.ssh/config` and `~/.ssh/known_hosts` as asyncssh reads them (an unknown host key is
-refused, never accepted silently), kept alive, and reopened after it is lost. `local` runs the
-same commands as local subprocesses of this interpreter. Every connect and every call has a
+refused, never accepted silently, and a config that turns host-key checking off is refused),
+kept alive, and reopened after it is lost. Output is read as bytes and decoded leniently: an
+invalid byte costs a replacement character, not the connection. `local` runs the same
+commands as local subprocesses of this interpreter. Every connect and every call has a
 timeout, so a dead host never holds the caller's loop.
 """
 
@@ -15,6 +17,7 @@ import contextlib
 import shlex
 import socket
 import sys
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
@@ -29,6 +32,9 @@ KEEPALIVE_S = 5.0
 """A connection that answers no keepalive for 3 of these is lost (a host that vanished)."""
 MAX_LINE_BYTES = 16 << 20
 """A telemetry line longer than this is garbage, not a reading."""
+STDERR_TAIL_BYTES = 8192
+"""How much of a long-lived command's stderr is kept (read as it comes, so it never stalls
+stdout): enough for its last words."""
 UP, CONNECTING, STALE = "up", "connecting", "stale"
 
 
@@ -65,6 +71,25 @@ def describe(exc: BaseException, timeout_s: float) -> str:
     if isinstance(exc, OSError):
         return exc.strerror or str(exc) or type(exc).__name__
     return str(exc) or type(exc).__name__
+
+
+class _HostKeysOff(Exception):
+    """~/.ssh/config turns host-key checking off for the host; the message says what to do."""
+
+
+async def _check_host_keys_on(host: str, port: Any, username: Any) -> None:
+    """Refuse a host whose ~/.ssh/config says `UserKnownHostsFile none`: asyncssh reads that
+    as no host-key check at all (OpenSSH would still check or ask), and ddconsole checks
+    every host's key."""
+    options = await asyncio.to_thread(
+        asyncssh.SSHClientConnectionOptions, host=host, port=port, username=username
+    )
+    if options.known_hosts is None:
+        raise _HostKeysOff(
+            "host-key checking is off for this host in ~/.ssh/config (UserKnownHostsFile "
+            "none); ddconsole needs a known_hosts entry: drop that line for this host and "
+            "connect once with ssh to check the fingerprint"
+        )
 
 
 class _Client(asyncssh.SSHClient):
@@ -111,7 +136,12 @@ class HostLink:
 
     # -- the connection
 
-    async def _connection(self) -> asyncssh.SSHClientConnection:
+    async def _connection(self, timeout_s: float | None = None) -> asyncssh.SSHClientConnection:
+        """The open connection, or a new one within `timeout_s` (default: the link's
+        connect timeout); LinkDown when the host cannot be reached."""
+        limit = (
+            self.connect_timeout_s if timeout_s is None else min(timeout_s, self.connect_timeout_s)
+        )
         async with self._lock:
             if self._conn is not None:
                 return self._conn
@@ -127,23 +157,27 @@ class HostLink:
             def client() -> _Client:
                 return _Client(lost)
 
+            port = target.port if target.port is not None else ()
+            username = target.user if target.user is not None else ()
             try:
+                await _check_host_keys_on(target.host, port, username)
                 conn, _ = await asyncio.wait_for(
                     asyncssh.create_connection(
                         client,
                         target.host,
-                        port=target.port if target.port is not None else (),
-                        username=target.user if target.user is not None else (),
-                        connect_timeout=self.connect_timeout_s,
+                        port=port,
+                        username=username,
+                        connect_timeout=limit,
                         keepalive_interval=KEEPALIVE_S,
                         keepalive_count_max=3,
                     ),
-                    self.connect_timeout_s + 1,
+                    limit + 1 if timeout_s is None else limit,
                 )
+            except _HostKeysOff as exc:
+                self._set(STALE, str(exc))
+                raise LinkDown(f"host {self.host.name}: {exc}") from None
             except (asyncssh.Error, OSError, TimeoutError, ValueError) as exc:
-                why = (
-                    f"cannot connect to {self.host.target}: {describe(exc, self.connect_timeout_s)}"
-                )
+                why = f"cannot connect to {self.host.target}: {describe(exc, limit)}"
                 self._set(STALE, why)
                 raise LinkDown(f"host {self.host.name}: {why}") from None
             holder.append(conn)
@@ -171,35 +205,68 @@ class HostLink:
     # -- calls
 
     async def run(self, args: Sequence[str], timeout_s: float) -> RemoteResult:
-        """Run `ddconsole ARGS` there to its end (LinkDown when it cannot, or takes longer
-        than `timeout_s`: the remote command is then ended)."""
+        """Run `ddconsole ARGS` there to its end, all within `timeout_s` (connecting and
+        starting included). LinkDown when it cannot, when the connection is lost during the
+        call, or when it takes longer: the command is then ended, as it is when the caller
+        is cancelled."""
         if self.host.is_local:
             return await self._run_local(args, timeout_s)
-        conn = await self._connection()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+
+        def left() -> float:
+            return max(0.0, deadline - loop.time())
+
+        shown = f"`ddconsole {shlex.join(args)}`"
+        conn = await self._connection(left())
+        process = await self._start(conn, args, left(), encoding=None)
         try:
-            process = await asyncio.wait_for(
-                conn.create_process(self.command(args), stdin=asyncssh.DEVNULL),
-                self.connect_timeout_s,
-            )
-        except (asyncssh.Error, OSError, TimeoutError) as exc:
-            raise LinkDown(
-                f"host {self.host.name}: {describe(exc, self.connect_timeout_s)}"
-            ) from None
-        try:
-            completed = await asyncio.wait_for(process.wait(check=False), timeout_s)
+            completed = await asyncio.wait_for(process.wait(check=False), left())
         except TimeoutError:
             _end(process)
             raise LinkDown(
-                f"host {self.host.name}: `ddconsole {shlex.join(args)}` took over "
-                f"{timeout_s:g} s and was ended"
+                f"host {self.host.name}: {shown} took over {timeout_s:g} s and was ended"
             ) from None
         except (asyncssh.Error, OSError) as exc:
-            raise LinkDown(f"host {self.host.name}: {describe(exc, timeout_s)}") from None
+            _end(process)
+            raise LinkDown(f"host {self.host.name}: {describe(exc, KEEPALIVE_S)}") from None
+        except BaseException:  # cancelled: the command must not run on unobserved
+            _end(process)
+            raise
+        if completed.exit_status is None and completed.exit_signal is None:
+            await asyncio.sleep(0)  # the lost connection's reason arrives with it
+            raise LinkDown(
+                f"host {self.host.name}: {self.reason or 'connection lost'} "
+                f"({shown} may still be running there)"
+            )
         return RemoteResult(
             _status(completed.exit_status, completed.exit_signal),
             _text(completed.stdout),
             _text(completed.stderr),
         )
+
+    async def _start(
+        self,
+        conn: asyncssh.SSHClientConnection,
+        args: Sequence[str],
+        timeout_s: float,
+        encoding: str | None = None,
+    ) -> asyncssh.SSHClientProcess[Any]:
+        """Start `ddconsole ARGS` on the connection (its output read as bytes); LinkDown
+        when the host does not answer within `timeout_s` or refuses."""
+        limit = min(timeout_s, self.connect_timeout_s)
+        try:
+            return await asyncio.wait_for(
+                conn.create_process(self.command(args), stdin=asyncssh.DEVNULL, encoding=encoding),
+                limit,
+            )
+        except TimeoutError:
+            raise LinkDown(
+                f"host {self.host.name}: starting `ddconsole {shlex.join(args)}` there got no "
+                f"answer within {limit:g} s"
+            ) from None
+        except (asyncssh.Error, OSError) as exc:
+            raise LinkDown(f"host {self.host.name}: {describe(exc, limit)}") from None
 
     async def _run_local(self, args: Sequence[str], timeout_s: float) -> RemoteResult:
         proc = await asyncio.create_subprocess_exec(
@@ -211,12 +278,14 @@ class HostLink:
         try:
             out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
         except TimeoutError:
-            proc.kill()
-            await proc.wait()
+            await _kill(proc)
             raise LinkDown(
                 f"host {self.host.name}: `ddconsole {shlex.join(args)}` took over "
                 f"{timeout_s:g} s and was ended"
             ) from None
+        except BaseException:  # cancelled: end the command rather than leave it running
+            await asyncio.shield(_kill(proc))
+            raise
         assert proc.returncode is not None
         return RemoteResult(
             proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
@@ -224,33 +293,35 @@ class HostLink:
 
     async def relay(self, args: Sequence[str], out: IO[str], err: IO[str]) -> int:
         """Run `ddconsole ARGS` on the remote host with its stdout and stderr written to
-        `out` and `err` as they come; its exit status (128 + N for a signal N)."""
+        `out` and `err` as they come; its exit status (128 + N for a signal N). A local
+        output that is closed (`| head`) raises BrokenPipeError, with the command ended."""
         conn = await self._connection()
+        process = await self._start(conn, args, self.connect_timeout_s)
+        copies = [
+            asyncio.ensure_future(_copy(process.stdout, out)),
+            asyncio.ensure_future(_copy(process.stderr, err)),
+        ]
         try:
-            process = await asyncio.wait_for(
-                conn.create_process(self.command(args), stdin=asyncssh.DEVNULL, encoding=None),
-                self.connect_timeout_s,
-            )
-        except (asyncssh.Error, OSError, TimeoutError) as exc:
-            raise LinkDown(
-                f"host {self.host.name}: {describe(exc, self.connect_timeout_s)}"
-            ) from None
-        try:
-            await asyncio.gather(_copy(process.stdout, out), _copy(process.stderr, err))
+            await asyncio.gather(*copies)
             completed = await process.wait(check=False)
-        except asyncio.CancelledError:
+        except BaseException as exc:
             _end(process)
-            raise
-        except (asyncssh.Error, OSError) as exc:
+            for copy in copies:
+                copy.cancel()
+            await asyncio.shield(asyncio.wait(copies))
+            if isinstance(exc, BrokenPipeError) or not isinstance(exc, asyncssh.Error | OSError):
+                raise
             raise LinkDown(f"host {self.host.name}: {describe(exc, KEEPALIVE_S)}") from None
-        if self._conn is None and completed.exit_status is None:
+        if completed.exit_status is None and completed.exit_signal is None:
+            await asyncio.sleep(0)  # the lost connection's reason arrives with it
             raise LinkDown(f"host {self.host.name}: {self.reason or 'connection lost'}")
         return _status(completed.exit_status, completed.exit_signal)
 
     @contextlib.asynccontextmanager
     async def lines(self, args: Sequence[str]) -> AsyncIterator[_Lines]:
-        """A long-lived `ddconsole ARGS` there whose stdout is read line by line; ended
-        when the block is left."""
+        """A long-lived `ddconsole ARGS` there whose stdout is read line by line (bytes);
+        its stderr is read all along, its tail kept for `read_stderr`. Ended when the block
+        is left."""
         if self.host.is_local:
             proc = await asyncio.create_subprocess_exec(
                 *self.local_argv(args),
@@ -261,30 +332,25 @@ class HostLink:
             )
             assert proc.stdout is not None
             assert proc.stderr is not None
+            tail = _Tail(proc.stderr)
             try:
-                yield _Lines(proc.stdout.readline, proc.stderr.read)
+                yield _Lines(proc.stdout.readline, tail.read)
             finally:
+                tail.cancel()
                 if proc.returncode is None:
                     proc.terminate()
                     try:
                         await asyncio.wait_for(proc.wait(), 5)
                     except TimeoutError:
-                        proc.kill()
-                        await proc.wait()
+                        await _kill(proc)
             return
         conn = await self._connection()
+        process = await self._start(conn, args, self.connect_timeout_s)
+        tail = _Tail(process.stderr)
         try:
-            process = await asyncio.wait_for(
-                conn.create_process(self.command(args), stdin=asyncssh.DEVNULL),
-                self.connect_timeout_s,
-            )
-        except (asyncssh.Error, OSError, TimeoutError) as exc:
-            raise LinkDown(
-                f"host {self.host.name}: {describe(exc, self.connect_timeout_s)}"
-            ) from None
-        try:
-            yield _Lines(process.stdout.readline, process.stderr.read)
+            yield _Lines(process.stdout.readline, tail.read)
         finally:
+            tail.cancel()
             _end(process)
 
     async def close(self) -> None:
@@ -297,10 +363,45 @@ class HostLink:
 
 @dataclass(frozen=True)
 class _Lines:
-    """A running command's stdout lines ('' at its end) and, once it ended, its stderr."""
+    """A running command's stdout lines (b'' at its end) and its stderr's tail."""
 
     readline: Callable[[], Any]
     read_stderr: Callable[[], Any]
+
+
+class _Tail:
+    """Reads a command's stderr as it comes, keeping its last bytes: a chatty stderr never
+    fills the channel window (or pipe) that the command's stdout needs."""
+
+    def __init__(self, reader: Any) -> None:
+        self._kept: deque[bytes] = deque()
+        self._size = 0
+        self._task = asyncio.ensure_future(self._drain(reader))
+
+    async def _drain(self, reader: Any) -> None:
+        with contextlib.suppress(Exception):
+            while chunk := await reader.read(65536):
+                self._kept.append(chunk)
+                self._size += len(chunk)
+                while self._size - len(self._kept[0]) >= STDERR_TAIL_BYTES:
+                    self._size -= len(self._kept.popleft())
+
+    async def read(self) -> bytes:
+        """The stderr's tail once the command closed it (what came so far after 2 s)."""
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(asyncio.shield(self._task), 2)
+        return b"".join(self._kept)[-STDERR_TAIL_BYTES:]
+
+    def cancel(self) -> None:
+        self._task.cancel()
+
+
+async def _kill(proc: asyncio.subprocess.Process) -> None:
+    """Kill a local command and reap it (bounded: a process stuck in the kernel is left)."""
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(proc.wait(), 5)
 
 
 def _end(process: asyncssh.SSHClientProcess[Any]) -> None:
@@ -330,6 +431,8 @@ def _text(data: object) -> str:
 
 
 async def _copy(reader: asyncssh.SSHReader[bytes], out: IO[str]) -> None:
+    """Copy the reader's bytes to `out` as text (an invalid byte reads as a replacement
+    character)."""
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     while True:
         chunk = await reader.read(65536)

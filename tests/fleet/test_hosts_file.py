@@ -1,6 +1,7 @@
 """hosts.toml: `local` is always there and first; every mistake names the file, the host and
 the field; `--host` finds a host or lists the known ones; the global `--host` is the one
-taken out of the argv relayed to the host (a verb's own `--host`, the simulator's, stays)."""
+taken out of the argv relayed to the host in every form argparse takes (abbreviated too),
+given twice it is refused, and what follows the verb is relayed untouched."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from console.cli.cmd_fleet import strip_host
+from console.cli.parser import build_parser
 from console.core.errors import UsageError
 from console.fleet.hosts import LOCAL, Host, find_host, hosts_path, load_hosts, parse_target
 
@@ -91,7 +93,31 @@ def test_targets(target: str, host: str, user: str | None, port: int | None) -> 
 def test_only_the_global_host_option_is_relayed_away() -> None:
     assert strip_host(["--demo", "--host", "a", "up", "p"]) == ["--demo", "up", "p"]
     assert strip_host(["--host=a", "ps", "--json"]) == ["ps", "--json"]
-    assert strip_host(["--host", "a", "sim", "--host", "0.0.0.0"]) == ["sim", "--host", "0.0.0.0"]
+    # A global option's value is not the verb; what follows the verb is the verb's.
+    assert strip_host(["--prometheus", "http://x", "--host", "a", "ps"]) == [
+        "--prometheus",
+        "http://x",
+        "ps",
+    ]
+    assert strip_host(["--host", "a", "sim", "--", "--host", "b"]) == ["sim", "--", "--host", "b"]
+
+
+@pytest.mark.parametrize(
+    "argv", [["--ho", "gamma", "--demo", "ps"], ["--hos=gamma", "--demo", "ps"]]
+)
+def test_an_abbreviated_host_option_is_relayed_away(argv: list[str]) -> None:
+    # argparse takes an unambiguous abbreviation: the remote ddconsole must not see it and
+    # relay once more through its own hosts.toml.
+    parsed = build_parser().parse_args(argv)
+    assert parsed.host == "gamma"
+    assert parsed.remote_argv == ["--demo", "ps"]
+
+
+def test_host_given_twice_is_refused(cli) -> None:
+    refused = cli("--host", "a", "--host", "local", "ps")
+    assert refused.code == 2
+    assert "--host is given more than once" in refused.err
+    assert "Traceback" not in refused.err
 
 
 def test_read_only_refuses_a_changing_verb_on_another_host(cli) -> None:
@@ -114,7 +140,7 @@ def test_fleet_shows_an_unreachable_host_stale_with_the_reason(cli) -> None:
 
     write(f'[[host]]\nname = "gpu2"\ntarget = "nobody@127.0.0.1:{free_port()}"\n')
     result = cli("--demo", "fleet", "--interval", "0.5")
-    assert result.code == 0, result.err
+    assert result.code == 1, result.err  # a host is not up: scripts can tell
     rows = {line.split()[0]: line for line in result.out.splitlines()[1:]}
     assert rows["local"].split()[2] == "up"
     assert "/8" in rows["local"]  # GPUS BUSY of the demo host's eight
