@@ -89,6 +89,7 @@ def _server(raw: object) -> ServerBrief | None:
 def figures(reading: dict[str, Any]) -> ReadingFigures:
     """The fleet figures of one reading; whatever is missing or malformed is left unknown."""
     servers = tuple(s for s in map(_server, _list(reading.get("servers"))) if s is not None)
+    listed = isinstance(reading.get("gpus"), list)  # anything else: the GPUs are unknown
     gpus = [g for g in _list(reading.get("gpus")) if isinstance(g, dict)]
     held = {gpu for s in servers if s.state in LIVE_STATES for gpu in s.gpus}
     busy = 0
@@ -103,8 +104,8 @@ def figures(reading: dict[str, Any]) -> ReadingFigures:
         if isinstance(raw, dict) and isinstance(raw.get("name"), str)
     )
     return ReadingFigures(
-        gpus_busy=busy if gpus or "gpus" in reading else None,
-        gpus_total=len(gpus) if "gpus" in reading else None,
+        gpus_busy=busy if listed else None,
+        gpus_total=len(gpus) if listed else None,
         servers=servers,
         tok_s=sum(rates) if rates else None,
         sources=sources,

@@ -38,20 +38,42 @@ def test_figures() -> None:
     assert fig.sources[0].state == "ok"
 
 
+READY_IDS = ["a-1", "b-1", "c-1", "ext-77"]
+
+
 @pytest.mark.parametrize(
-    "damage",
+    ("damage", "gpus", "server_ids", "tok_s", "sources"),
     [
-        {"gpus": "eight"},
-        {"gpus": [None, {"util_pct": "hot"}]},
-        {"servers": [{"id": 3}, "x", {"id": "s", "tok_s": float("nan"), "gpus": "0"}]},
-        {"sources": {"gpu": "ok"}},
-        {"servers": None, "gpus": None, "sources": None},
+        # GPUs that are not a list are unknown, not "0 of 0".
+        ({"gpus": "eight"}, (None, None), READY_IDS, 130.5, 1),
+        ({"gpus": None}, (None, None), READY_IDS, 130.5, 1),
+        # A GPU entry that is not an object is skipped; one with a bad util is idle.
+        ({"gpus": [None, {"util_pct": "hot"}]}, (0, 1), READY_IDS, 130.5, 1),
+        # Servers without a string id are skipped; a NaN rate and bad GPUs are unknown.
+        (
+            {"servers": [{"id": 3}, "x", {"id": "s", "tok_s": float("nan"), "gpus": "0"}]},
+            (0, 8),
+            ["s"],
+            None,
+            1,
+        ),
+        ({"sources": {"gpu": "ok"}}, (3, 8), READY_IDS, 130.5, 0),
+        ({"servers": None, "gpus": None, "sources": None}, (None, None), [], None, 0),
     ],
 )
-def test_damaged_readings_give_unknowns(damage: dict[str, Any]) -> None:
+def test_damaged_readings_give_unknowns(
+    damage: dict[str, Any],
+    gpus: tuple[int | None, int | None],
+    server_ids: list[str],
+    tok_s: float | None,
+    sources: int,
+) -> None:
     data = {**reading(), **damage}
     fig = figures(json.loads(json.dumps(data, allow_nan=True)))
-    assert fig.gpus_total is None or fig.gpus_total >= 0
+    assert (fig.gpus_busy, fig.gpus_total) == gpus
+    assert [s.id for s in fig.servers] == server_ids
+    assert fig.tok_s == (pytest.approx(tok_s) if tok_s is not None else None)
+    assert len(fig.sources) == sources
     for server in fig.servers:
         assert server.tok_s is None or server.tok_s == server.tok_s  # never NaN
 
