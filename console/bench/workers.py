@@ -127,43 +127,61 @@ def per_worker(before: GatewayReading, after: GatewayReading) -> list[WorkerFigu
     ]
 
 
-def workers_json(before: GatewayReading, after: GatewayReading) -> dict[str, Any]:
-    figures = per_worker(before, after)
-    seconds = after.monotonic - before.monotonic
-    return {
-        "gateway": after.url,
-        "seconds": round(seconds, 3),
-        "source": "the gateway's /engine_metrics, before and after the run",
-        "total_output_tokens": sum(f.output_tokens for f in figures),
-        "total_output_tok_s": round(sum(f.output_tok_s for f in figures), 3),
-        "workers": [f.to_json() for f in figures],
-    }
+@dataclass(frozen=True)
+class WorkersReport:
+    """A run's per-worker figures through one gateway: what `workers.json` holds."""
+
+    gateway: str
+    seconds: float
+    workers: list[WorkerFigures]
+
+    @property
+    def total_output_tokens(self) -> int:
+        return sum(f.output_tokens for f in self.workers)
+
+    @property
+    def total_output_tok_s(self) -> float:
+        return sum(f.output_tok_s for f in self.workers)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "gateway": self.gateway,
+            "seconds": round(self.seconds, 3),
+            "source": "the gateway's /engine_metrics, before and after the run",
+            "total_output_tokens": self.total_output_tokens,
+            "total_output_tok_s": round(self.total_output_tok_s, 3),
+            "workers": [f.to_json() for f in self.workers],
+        }
 
 
-def save(run_dir: Path, data: Mapping[str, Any]) -> Path:
+def workers_report(before: GatewayReading, after: GatewayReading) -> WorkersReport:
+    return WorkersReport(after.url, after.monotonic - before.monotonic, per_worker(before, after))
+
+
+def save(run_dir: Path, report: WorkersReport) -> Path:
     """`workers.json` in the run folder, written whole."""
     path = run_dir / WORKERS_FILE
     temp = path.with_suffix(".tmp")
-    temp.write_text(json.dumps(data, indent=2) + "\n")
+    temp.write_text(json.dumps(report.to_json(), indent=2) + "\n")
     os.replace(temp, path)
     return path
 
 
-def table(data: Mapping[str, Any]) -> str:
+def table(report: WorkersReport) -> str:
     """The per-worker lines a run prints after its summary."""
     rows = [("WORKER", "OUTPUT TOK", "REQUESTS", "TOK/S", "SHARE")]
-    for worker in data["workers"]:
+    for worker in report.workers:
         rows.append(
             (
-                str(worker["worker_addr"]),
-                str(worker["output_tokens"]),
-                str(worker["requests"]),
-                f"{worker['output_tok_s']:.1f}",
-                f"{100 * worker['share']:.0f}%",
+                worker.worker,
+                str(worker.output_tokens),
+                str(worker.requests),
+                f"{worker.output_tok_s:.1f}",
+                f"{100 * worker.share:.0f}%",
             )
         )
     rows.append(
-        ("total", str(data["total_output_tokens"]), "", f"{data['total_output_tok_s']:.1f}", "")
+        ("total", str(report.total_output_tokens), "", f"{report.total_output_tok_s:.1f}", "")
     )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = [
@@ -172,7 +190,7 @@ def table(data: Mapping[str, Any]) -> str:
         )
         for row in rows
     ]
-    head = f"per worker through the gateway {data['gateway']} ({data['seconds']:.1f} s, whole run):"
+    head = f"per worker through the gateway {report.gateway} ({report.seconds:.1f} s, whole run):"
     return "\n".join([head, *lines])
 
 
@@ -186,9 +204,9 @@ def finish(
     after = read_gateway(before.url, headers)
     if after is None:
         return None
-    data = workers_json(before, after)
+    report = workers_report(before, after)
     try:
-        save(run_dir, data)
+        save(run_dir, report)
     except OSError as exc:
-        return table(data) + f"\n(not saved: {run_dir / WORKERS_FILE}: {exc.strerror or exc})"
-    return table(data)
+        return table(report) + f"\n(not saved: {run_dir / WORKERS_FILE}: {exc.strerror or exc})"
+    return table(report)

@@ -111,6 +111,7 @@ def make_plan(
 
 def _plan(args: argparse.Namespace) -> int:
     from console.cli.services import Services
+    from console.server.gateway_plan import gateway_layout, shown_plans
 
     services = Services.create(demo=bool(getattr(args, "demo", False)))
     plan = make_plan(services, args.profile, args.layout, args.variant, args.port, args.gpus)
@@ -129,7 +130,24 @@ def _plan(args: argparse.Namespace) -> int:
                 }
                 for p in shown_node_plans(plan)
             ]
-        data.update(gateway_commands_json(plan))
+        layout = gateway_layout(plan)
+        if layout is not None:
+            replicas, gateway = shown_plans(plan, layout)
+            data["replica_commands"] = [
+                {
+                    "replica": index,
+                    "gpus": list(p.gpus),
+                    "port": p.port,
+                    "argv": p.shown_argv,
+                    "command_line": p.command_line,
+                }
+                for index, p in enumerate(replicas)
+            ]
+            data["gateway_command"] = {
+                "port": gateway.port,
+                "argv": gateway.shown_argv,
+                "command_line": gateway.command_line,
+            }
         print_json(data)
         return 0
     print_plan(plan)
@@ -172,33 +190,6 @@ def print_plan(plan: Any) -> None:
         print("warnings")
         for warning in plan.warnings:
             print(f"  ! {warning.message}")
-
-
-def gateway_commands_json(plan: Any) -> dict[str, Any]:
-    """A gateway layout's `replica_commands` and `gateway_command` for `plan --json`."""
-    from console.server.gateway_plan import gateway_layout, shown_plans
-
-    layout = gateway_layout(plan)
-    if layout is None:
-        return {}
-    replicas, gateway = shown_plans(plan, layout)
-    return {
-        "replica_commands": [
-            {
-                "replica": index,
-                "gpus": list(p.gpus),
-                "port": p.port,
-                "argv": p.shown_argv,
-                "command_line": p.command_line,
-            }
-            for index, p in enumerate(replicas)
-        ],
-        "gateway_command": {
-            "port": gateway.port,
-            "argv": gateway.shown_argv,
-            "command_line": gateway.command_line,
-        },
-    }
 
 
 def print_gateway_commands(plan: Any) -> bool:

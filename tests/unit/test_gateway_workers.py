@@ -16,7 +16,7 @@ from console.bench.workers import (
     per_worker,
     save,
     table,
-    workers_json,
+    workers_report,
 )
 
 A = "http://127.0.0.1:41101"
@@ -67,10 +67,10 @@ def test_per_worker_deltas_rates_and_shares() -> None:
     assert figures[A].output_tok_s == 150.0
     assert figures[B].output_tok_s == 50.0
     assert (figures[A].share, figures[B].share) == (0.75, 0.25)
-    data = workers_json(before, after)
+    data = workers_report(before, after).to_json()
     assert data["total_output_tokens"] == 800
     assert data["total_output_tok_s"] == 200.0
-    text = table(data)
+    text = table(workers_report(before, after))
     assert A in text
     assert "75%" in text
     assert "200.0" in text
@@ -87,7 +87,7 @@ def test_a_worker_that_joined_mid_run_counts_from_zero() -> None:
 def test_saved_next_to_the_run(tmp_path: Path) -> None:
     before = GatewayReading("http://gw", 0.0, {A: WorkerCounters(0, 0)})
     after = GatewayReading("http://gw", 2.0, {A: WorkerCounters(10, 1)})
-    path = save(tmp_path, workers_json(before, after))
+    path = save(tmp_path, workers_report(before, after))
     assert path == tmp_path / WORKERS_FILE
     assert json.loads(path.read_text())["workers"][0]["worker_addr"] == A
 
