@@ -81,8 +81,8 @@ async def _check_host_keys_on(host: str, port: Any, username: Any) -> None:
     """Refuse a host whose ~/.ssh/config says `UserKnownHostsFile none`: asyncssh reads that
     as no host-key check at all (OpenSSH would still check or ask), and ddconsole checks
     every host's key."""
-    options = await asyncio.to_thread(
-        asyncssh.SSHClientConnectionOptions, host=host, port=port, username=username
+    options = await asyncssh.SSHClientConnectionOptions.construct(
+        None, config=(), host=host, port=port, username=username
     )
     if options.known_hosts is None:
         raise _HostKeysOff(
@@ -263,7 +263,7 @@ class HostLink:
         except TimeoutError:
             raise LinkDown(
                 f"host {self.host.name}: starting `ddconsole {shlex.join(args)}` there got no "
-                f"answer within {limit:g} s"
+                f"answer within {round(limit, 1):g} s"
             ) from None
         except (asyncssh.Error, OSError) as exc:
             raise LinkDown(f"host {self.host.name}: {describe(exc, limit)}") from None

@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,6 +70,24 @@ class FakeHost:
 
     def start(self) -> None:
         self.thread.call(self._start())
+
+    def freeze(self, seconds: float) -> None:
+        """Stop answering for `seconds` with every TCP connection left open (a host that
+        hangs, not one that went away). It blocks the loop thread, so every fake host
+        sharing it freezes too."""
+        self.thread.loop.call_soon_threadsafe(time.sleep, seconds)
+
+    def script(self, name: str, body: str) -> str:
+        """A shell script in this host's root, for a hosts.toml `ddconsole` that behaves
+        oddly; its path."""
+        path = self.root / name
+        path.write_text("#!/bin/sh\n" + body)
+        path.chmod(0o755)
+        return str(path)
+
+    @property
+    def target(self) -> str:
+        return f"tester@{self.address}:{self.port}"
 
     def stop(self) -> None:
         self.thread.call(self._stop())
