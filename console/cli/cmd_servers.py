@@ -597,6 +597,7 @@ def _down_external(args: argparse.Namespace, services: Services) -> int:
 
 def _down(args: argparse.Namespace) -> int:
     from console.core.errors import StateError
+    from console.server.gateway import group_of, retire_group
 
     services = _services(args)
     if args.gang_failure is not None:
@@ -615,6 +616,8 @@ def _down(args: argparse.Namespace) -> int:
     if not targets:
         _say(args, "no managed servers to stop" + _other_mode(services, "down --all"))
     for server_id in targets:
+        if args.all and server_id not in manager.records.ids():
+            continue  # a replica forgotten with its ended gateway above
 
         def progress(elapsed: float, text: str, sid: str = server_id) -> None:
             _say(args, f"  {sid} {elapsed:5.1f}s {text}")
@@ -628,6 +631,12 @@ def _down(args: argparse.Namespace) -> int:
             results.append({"id": server_id, "result": "removed unreadable state file"})
             continue
         if status.state.terminal:
+            group = group_of(manager.paths, server_id)
+            if group is not None and group.id == server_id:
+                # An ended gateway: its replicas still running stop too, then all is forgotten.
+                reason = f"the gateway {server_id} ended; taken down with it"
+                for line in retire_group(manager, group, reason=reason, grace=args.grace):
+                    _say(args, line)
             if status.orphans:
                 # Processes of a dead (or unknown) leader: stop them before forgetting it.
                 _say(args, manager.stop(server_id, grace=args.grace, on_event=progress).summary())

@@ -17,7 +17,7 @@ from console.core.errors import ConsoleError, UsageError
 from console.core.net import port_is_free
 from console.core.units import format_index_set
 from console.hw.procs import port_owner
-from console.server.gateway import group_of, relaunch_group
+from console.server.gateway import group_of, relaunch_group, stop_replicas
 from console.server.manager import DEFAULT_GRACE_S, MARKER_ENV, ServerManager
 from console.server.records import ServerRecord
 from console.server.status import ServerState, ServerStatus
@@ -108,7 +108,7 @@ def launch(
     demo = "  [demo]" if plan.demo else ""
     on_event(
         f"{record.id}: pid {pid}, port {plan.port}, GPUs "
-        f"{','.join(map(str, plan.gpus))}, log {record.log_path}{demo}"
+        f"{','.join(map(str, record.plan.gpus)) or 'none'}, log {record.log_path}{demo}"
     )
     for rank, node_id in enumerate(record.gang[1:], 1):
         # The other nodes of a multi-node server: each its own process, port and log.
@@ -212,6 +212,9 @@ def restart(
         status = manager.status(server_id, probe=False)
         if not status.state.terminal:
             stop_for_launch(manager, status, reason="restart", grace=grace, on_event=on_event)
+        for report in stop_replicas(manager, group, reason="restart", grace=grace):
+            # An ended gateway's replicas may still run: stopped before they relaunch.
+            on_event(f"  {report.summary()}")
         relaunch_group(manager, group, launch_interpreter, MARKER_ENV)
         on_event(f"{server_id}: relaunched with {len(group.replicas)} replicas")
         return wait_ready(manager, server_id, timeout=timeout, on_event=on_event)

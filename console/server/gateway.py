@@ -33,6 +33,7 @@ from console.topology.placement import Plan, next_free_port
 
 if TYPE_CHECKING:
     from console.server.manager import ServerManager, StopReport
+    from console.server.status import ServerStatus
 
 WATCH_MODULE = "console.server.gateway_watch"
 GROUPS_DIR = "gateways"
@@ -106,19 +107,28 @@ def _log(record: ServerRecord, text: str) -> None:
         log.write(f"ddconsole: {text}\n".encode())
 
 
-def start_watch(paths: StatePaths, gateway_id: str, marker_env: str) -> None:
+def watch_log_path(gateway_log: str | Path) -> Path:
+    """The watcher's stderr, next to the gateway's log: `ID.log` -> `ID.watch.log`."""
+    log = Path(gateway_log)
+    return log.with_name(f"{log.stem}.watch.log")
+
+
+def start_watch(
+    paths: StatePaths, gateway_id: str, marker_env: str, gateway_log: str | Path
+) -> None:
     """The detached watcher of a gateway's replicas; it carries no server marker, so it is no
     member of any server, and it ends when the gateway ends."""
     env = {k: v for k, v in os.environ.items() if k != marker_env}
-    subprocess.Popen(
-        [sys.executable, "-m", WATCH_MODULE, str(paths.root), gateway_id],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-        close_fds=True,
-    )
+    with open(watch_log_path(gateway_log), "ab") as errors:
+        subprocess.Popen(
+            [sys.executable, "-m", WATCH_MODULE, str(paths.root), gateway_id],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=errors,
+            start_new_session=True,
+            close_fds=True,
+        )
 
 
 Launch = Callable[[Plan, str | None, str], ServerRecord]
@@ -182,7 +192,7 @@ def launch_group(
         raise
     for record in started[:-1]:
         _log(gateway, f"replica {record.id} at {record.url} is registered once ready")
-    start_watch(paths, gateway_id, marker_env)
+    start_watch(paths, gateway_id, marker_env, gateway.log_path)
     return gateway
 
 
@@ -193,14 +203,78 @@ def relaunch_group(
     marker_env: str,
 ) -> ServerRecord:
     """Start a stopped group again from its records, under the same ids: each replica, the
-    gateway, and the watcher that registers the replicas once ready."""
-    for rid in group.replicas:
-        replica = manager.records.load(rid)
-        manager.launch(replica.plan, interpreter=interpreter(replica.plan), server_id=rid)
-    gateway = manager.records.load(group.id)
-    record = manager.launch(gateway.plan, interpreter=interpreter(gateway.plan), server_id=group.id)
-    start_watch(manager.paths, group.id, marker_env)
+    gateway, and the watcher that registers the replicas once ready. Anything that cannot
+    start stops what was started, and the error names the server refused."""
+    started: list[str] = []
+    try:
+        for rid in (*group.replicas, group.id):
+            plan = manager.records.load(rid).plan
+            try:
+                record = manager.launch(plan, interpreter=interpreter(plan), server_id=rid)
+            except ConsoleError as exc:
+                exc.message = f"{rid}: {exc.message}"
+                raise
+            started.append(rid)
+    except BaseException as exc:
+        reason = f"{len(started)} of the gateway's servers relaunched ({exc}); the rest stopped"
+        for rid in started:
+            with contextlib.suppress(ConsoleError):
+                manager.stop(rid, reason=reason, group=False)
+        raise
+    start_watch(manager.paths, group.id, marker_env, record.log_path)
     return record
+
+
+def live_replicas(manager: ServerManager, group: GatewayGroup) -> list[str]:
+    """The group's replicas that have a record and are not stopped or failed."""
+    ids = set(manager.records.ids())
+    return [
+        rid
+        for rid in group.replicas
+        if rid in ids and not manager.status(rid, probe=False).state.terminal
+    ]
+
+
+def stop_replicas(
+    manager: ServerManager, group: GatewayGroup, *, reason: str, grace: float
+) -> list[StopReport]:
+    """Stop the replicas still running (the gateway itself is left as it is)."""
+    return [
+        manager.stop(rid, reason=reason, grace=grace, group=False)
+        for rid in live_replicas(manager, group)
+    ]
+
+
+def retire_group(
+    manager: ServerManager, group: GatewayGroup, *, reason: str, grace: float
+) -> list[str]:
+    """An ended gateway's `down`: its replicas still running are stopped, every replica's
+    files are dropped and the group file removed; one line per replica for the user."""
+    lines = [
+        report.summary() for report in stop_replicas(manager, group, reason=reason, grace=grace)
+    ]
+    ids = set(manager.records.ids())
+    for rid in group.replicas:
+        if rid in ids:
+            manager.forget(rid)
+            lines.append(f"forgot {rid}")
+    remove_group(manager.paths, group.id)
+    return lines
+
+
+def replica_failures(manager: ServerManager, group: GatewayGroup) -> dict[str, str]:
+    """Each replica that has ended (stopped or failed) -> why."""
+    failed: dict[str, str] = {}
+    ids = set(manager.records.ids())
+    for rid in group.replicas:
+        if rid not in ids:
+            failed[rid] = "its state file is gone"
+            continue
+        with contextlib.suppress(StateError):
+            status = manager.status(rid, probe=False)
+            if status.state.terminal:
+                failed[rid] = status.reason or status.state.value
+    return failed
 
 
 def replica_urls(manager: ServerManager, group: GatewayGroup) -> dict[str, str]:
@@ -267,3 +341,44 @@ def stop_group(
             report.gpus_released = False
     report.notes += notes
     return report
+
+
+END_GRACE_S = 5.0
+"""Grace for the replicas of a gateway whose start failed: they have served nothing yet."""
+
+
+def settle_start(
+    manager: ServerManager,
+    status: ServerStatus,
+    elapsed: float,
+    on_event: Callable[[float, str], None],
+) -> ServerStatus | None:
+    """A starting gateway's end, when its start has failed: the gateway ended (its live
+    replicas are stopped with its reason), or every replica ended (the gateway is stopped
+    with theirs). None while the start goes on."""
+    group = load_group(manager.paths, status.id)
+    if group is None:
+        return None
+    if status.state.terminal:
+        reason = f"the gateway {status.id} ended ({status.reason or status.state.value})"
+        for report in stop_replicas(manager, group, reason=reason, grace=END_GRACE_S):
+            on_event(elapsed, f"stopped {report.id}: {reason}")
+        return status
+    failed = replica_failures(manager, group)
+    if not group.replicas or len(failed) < len(group.replicas):
+        return None
+    reason = "every replica ended: " + "; ".join(f"{rid}: {why}" for rid, why in failed.items())
+    manager.stop(status.id, reason=reason, grace=END_GRACE_S)
+    return manager.status(status.id, probe=False)
+
+
+def report_failed_replicas(
+    manager: ServerManager, gateway_id: str, elapsed: float, on_event: Callable[[float, str], None]
+) -> None:
+    """A ready gateway may route to fewer replicas than it has: one line per replica that
+    ended, with why."""
+    group = load_group(manager.paths, gateway_id)
+    if group is None:
+        return
+    for rid, why in replica_failures(manager, group).items():
+        on_event(elapsed, f"! replica {rid} ended, the gateway routes without it: {why}")

@@ -5,7 +5,11 @@ answers `/ready` is registered with the gateway (`POST /workers`), and a registe
 whose process is gone is removed (`DELETE /workers/{id}`) at once. smg 1.13.0 alone would
 keep routing to it until its health check fails `--health-failure-threshold` (3) times at
 `--health-check-interval-secs` (60 s) apart, and keeps listing it after that. The watcher
-ends when the gateway's process does.
+ends when the gateway's process does. A registration counts once `GET /workers` lists the
+worker (smg answers 202 and registers in the background); one not listed within CONFIRM_S is
+registered again. The watcher's stderr is a file next to the gateway's log
+(console.server.gateway.watch_log_path), where an unexpected error of a pass is written before
+the next pass is tried.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
+import traceback
 from enum import StrEnum
 from pathlib import Path
 
@@ -27,10 +32,14 @@ from console.server.status import Probe
 
 TICK_S = 0.2
 PROBE_TIMEOUT_S = 0.5
+CONFIRM_S = 10.0
+"""How long a registered worker may stay missing from `GET /workers` before it is re-sent."""
+MAX_BACKOFF_S = 5.0
 
 
 class ReplicaState(StrEnum):
     WAITING = "waiting"
+    REGISTERING = "registering"
     REGISTERED = "registered"
     GONE = "gone"
 
@@ -60,6 +69,8 @@ class Watcher:
         self.states: dict[str, ReplicaState] = {}
         self.leaders: dict[str, int] = {}
         """Each replica's leader pid when last seen: a new one is a relaunch (restart)."""
+        self.sent: dict[str, float] = {}
+        """When each replica in REGISTERING was sent to the gateway (monotonic)."""
 
     def step(self) -> bool:
         """Register ready replicas, remove dead ones; False once the gateway has ended."""
@@ -94,8 +105,20 @@ class Watcher:
                 elif alive and probe_ready(replica.url, PROBE_TIMEOUT_S) is Probe.READY:
                     with contextlib.suppress(GatewayError):
                         client.add(replica.url)
+                        self.states[rid] = ReplicaState.REGISTERING
+                        self.sent[rid] = time.monotonic()
+            elif state is ReplicaState.REGISTERING and alive is not False:
+                with contextlib.suppress(GatewayError):
+                    if replica.url in client.worker_urls():
                         self.states[rid] = ReplicaState.REGISTERED
                         _log(gateway, f"registered {rid} ({replica.url}) with the gateway")
+                    elif time.monotonic() - self.sent[rid] > CONFIRM_S:
+                        self.states[rid] = ReplicaState.WAITING
+                        _log(
+                            gateway,
+                            f"{rid} not listed by the gateway {CONFIRM_S:.0f} s after "
+                            "registering; registering it again",
+                        )
             elif alive is False:
                 with contextlib.suppress(GatewayError):
                     client.remove(replica.url)
@@ -104,8 +127,24 @@ class Watcher:
         return True
 
     def run(self) -> None:
-        while self.step():
-            time.sleep(TICK_S)
+        """Pass after pass until the gateway ends; a pass that raises is written to stderr
+        and the next one is tried, later each time it fails again."""
+        failures = 0
+        while True:
+            try:
+                if not self.step():
+                    return
+                failures = 0
+            except Exception:
+                failures += 1
+                print(
+                    f"{time.strftime('%Y-%m-%dT%H:%M:%S')} gateway watch {self.gateway_id}: "
+                    f"pass failed ({failures} in a row)",
+                    file=sys.stderr,
+                )
+                traceback.print_exc(file=sys.stderr)
+                sys.stderr.flush()
+            time.sleep(min(MAX_BACKOFF_S, TICK_S * 2**failures))
 
 
 def main(argv: list[str]) -> int:

@@ -528,6 +528,13 @@ class ServerManager:
                     seen.add(found.label)
                     on_event(elapsed, found.label)
             status = self.status(server_id, probe=False)
+            if is_gateway(record.plan):
+                from console.server.gateway import settle_start
+
+                # A gateway's start ends with its replicas: all failed, or it failed itself.
+                settled = settle_start(self, status, elapsed, on_event)
+                if settled is not None:
+                    return settled
             if status.state.terminal:
                 return status
             if status.state is ServerState.READY:
@@ -537,7 +544,12 @@ class ServerManager:
             if probing and elapsed >= next_probe:
                 next_probe = elapsed + 0.2
                 if self.probe(record) is Probe.READY:
-                    return self.status(server_id, probe=True)
+                    ready = self.status(server_id, probe=True)
+                    if is_gateway(record.plan):
+                        from console.server.gateway import report_failed_replicas
+
+                        report_failed_replicas(self, server_id, elapsed, on_event)
+                    return ready
             if timeout is not None and elapsed > timeout:
                 return status
             if cancelled is not None and cancelled():
