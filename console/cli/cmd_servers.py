@@ -81,6 +81,9 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
     # Internal: the gang supervisor on the console host (console.fleet.gang_watch) stops this
     # host's node of a gang because a node on another host ended, recording why.
     down.add_argument("--gang-failure", metavar="TEXT", help=argparse.SUPPRESS)
+    # Internal: `down` of a gang's node on its host, sent by the console host's `down` of
+    # the gang; never the gang itself again (a head on the console host shares its id).
+    down.add_argument("--gang-node", action="store_true", help=argparse.SUPPRESS)
     down.set_defaults(handler=_down)
 
     restart = verbs.add_parser("restart", parents=[common], help="stop and relaunch a server")
@@ -698,6 +701,8 @@ def _down_gangs(args: argparse.Namespace, services: Services) -> tuple[bool, int
     from console.core.errors import ConsoleError
     from console.fleet import gang_file, gang_up
 
+    if args.gang_node:
+        return False, 0
     if args.all:
         paths = [gang_file.gang_path(services.state, i) for i in gang_file.gang_ids(services.state)]
         rest = True

@@ -73,8 +73,11 @@ class Links:
         self.demo = demo
 
     async def run(self, host: str, args: Sequence[str], timeout_s: float) -> RemoteResult:
-        extra = ["--demo"] if self.demo else []
-        return await self.links[host].run([*args, *extra], timeout_s)
+        return await self.links[host].run(self.args(args), timeout_s)
+
+    def args(self, args: Sequence[str]) -> list[str]:
+        """`args` with the global `--demo` before the verb when the gang is a demo."""
+        return ["--demo", *args] if self.demo else list(args)
 
     async def servers(self, host: str) -> dict[str, dict[str, Any]]:
         """The managed servers of `host` (`ps --json --all` there), by id."""
@@ -324,7 +327,9 @@ async def _down(
             targets = [n.id for n in nodes] if forget else [nodes[0].id]
             try:
                 result = await links.run(
-                    host, ["down", *targets, "--grace", str(grace)], NODE_START_TIMEOUT_S + grace
+                    host,
+                    ["down", *targets, "--gang-node", "--grace", str(grace)],
+                    NODE_START_TIMEOUT_S + grace,
                 )
             except LinkDown as exc:
                 problems.append(exc.message)

@@ -66,7 +66,7 @@ class Watch:
     async def follow(self, node: GangNode) -> None:
         """Put `node` on the queue once its host says it ended."""
         link = self.links.links[node.host]
-        args = ["logs", node.id, "-f", "--json", "-n", "0"] + (["--demo"] if self.gang.demo else [])
+        args = self.links.args(["logs", node.id, "-f", "--json", "-n", "0"])
         backoff = BACKOFF_INITIAL_S
         while True:
             try:

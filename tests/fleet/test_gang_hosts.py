@@ -11,7 +11,6 @@ import json
 import os
 import signal
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -38,13 +37,13 @@ def gang_world(ssh_world: SshWorld) -> Iterator[SshWorld]:
         if watcher_alive(pid):
             assert pid is not None
             os.kill(pid, signal.SIGKILL)
-    for host in ("alpha", "beta"):
+    for host in ("local", "alpha", "beta"):
         dd("--host", host, "down", "--all", "--grace", "2", timeout=60)
 
 
-def up_gang(port: int) -> tuple[int, str, str]:
+def up_gang(port: int, nodes: str = "alpha,beta") -> tuple[int, str, str]:
     return dd(
-        "up", "kimi-k2.6", "--layout", LAYOUT, "--nodes", "alpha,beta", "--port", str(port),
+        "up", "kimi-k2.6", "--layout", LAYOUT, "--nodes", nodes, "--port", str(port),
         "--timeout", "60", "--json",
     )  # fmt: skip
 
@@ -144,18 +143,24 @@ def test_a_node_that_cannot_start_leaves_nothing(gang_world: SshWorld) -> None:
     assert gang.watcher_pid is None
 
 
-def test_down_of_the_gang_here_stops_every_node(gang_world: SshWorld, tmp_path: Path) -> None:
+def test_a_head_on_this_host_and_down_of_the_gang_here(gang_world: SshWorld) -> None:
+    # `local` is a node host too: the head runs here, node 1 on beta joins it at this host's
+    # address on its link to beta.
     port = free_port()
-    code, out, err = up_gang(port)
+    code, out, err = up_gang(port, "local,beta")
     assert code == 0, err
-    head, node = servers_on("alpha")[GANG], servers_on("beta")[NODE1]
+    assert json.loads(out)["host"] == "local"
+    head, node = servers_on("local")[GANG], servers_on("beta")[NODE1]
+    assert (head["state"], node["state"]) == ("ready", "ready")
+    assert node["dist_init_addr"] == head["dist_init_addr"]
     watcher = load(gang_path(StatePaths.for_mode(True), GANG)).watcher_pid
     assert watcher is not None
     code, out, err = dd("down", GANG, "--grace", "5")
     assert code == 0, err
-    assert f"stopped {GANG} on alpha, beta" in out
-    assert servers_on("alpha")[GANG]["state"] == "stopped"
+    assert f"stopped {GANG} on local, beta" in out
+    assert servers_on("local")[GANG]["state"] == "stopped"
+    assert servers_on("local")[GANG]["reason"] == "stopped by the user"
     assert servers_on("beta")[NODE1]["state"] in ("stopped", "failed")
-    addr = head["dist_init_addr"]
-    nothing_left(addr, [("127.0.0.1", port)], [head["pid"], node["pid"], watcher])
-    assert servers_on("alpha")[GANG]["reason"] == "stopped by the user"
+    addr, _, rendezvous = head["dist_init_addr"].rpartition(":")
+    ports = [("127.0.0.1", port), ("127.0.0.1", node["port"]), (addr, int(rendezvous))]
+    nothing_left(head["dist_init_addr"], ports, [head["pid"], node["pid"], watcher])
