@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from console.core.net import free_port
+from tests.sglang_fork import SglangForkServer
 
 REPO = Path(__file__).resolve().parent.parent
 # Captured before any fixture repoints XDG folders: where the sglang venv is cached.
@@ -234,6 +235,17 @@ def sglang_python() -> str:
     if completed.returncode != 0:
         pytest.fail(f"building the sglang venv failed:\n{completed.stderr[-3000:]}")
     return completed.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="session")
+def sglang_fork(
+    sglang_python: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SglangForkServer]:
+    """Runs `sglang_python ARGV` as forks of one interpreter that imported SGLang (and torch)
+    once in this worker; the real-SGLang tests run their scripts through it."""
+    server = SglangForkServer(sglang_python, tmp_path_factory.mktemp("sglang-fork"))
+    yield server
+    server.close()
 
 
 @pytest.fixture(scope="session")

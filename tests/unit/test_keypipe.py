@@ -11,6 +11,7 @@ import pytest
 from console.core.redact import MASK
 from console.server.keypipe import KeyPipeError, hand_over
 from console.sim.options import OptionsError, merge_config, parse
+from tests.sglang_fork import SglangForkServer
 
 PLAN = {"api_key_env": "MY_KEY", "admin_api_key_env": "MY_ADMIN"}
 ENV = {"MY_KEY": 'sk-"quoted"\\key-0123456789', "MY_ADMIN": "adm-9876543210"}
@@ -94,21 +95,13 @@ print(ns.api_key, ns.admin_api_key, ns.port)
 
 
 @pytest.mark.sglang
-def test_real_sglang_reads_the_key_from_the_pipe(sglang_python: str) -> None:
+def test_real_sglang_reads_the_key_from_the_pipe(sglang_fork: SglangForkServer) -> None:
     """sglang 0.5.23's own reading of `--config` (srt/server_args.py:682-689 merges it the
     same way), after cli/utils.py:171-212 read it once already."""
-    import subprocess
-
     _, pipe = hand_over(["x", "--api-key", MASK, "--admin-api-key", MASK], PLAN, ENV)
     assert pipe is not None
     try:
-        done = subprocess.run(
-            [sglang_python, "-c", _REAL_READ, str(pipe.path)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+        done = sglang_fork.run(["-c", _REAL_READ, str(pipe.path)], timeout=300)
     finally:
         pipe.close()
     assert done.returncode == 0, done.stderr[-2000:]

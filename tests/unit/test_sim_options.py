@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
 
 import pytest
 
@@ -13,6 +12,7 @@ from console.sim.catalog import lookup
 from console.sim.options import OptionsError, parse
 from console.sim.perf import decoding, draw_commit, scale_to_tp, step_time
 from tests.conftest import REPO
+from tests.sglang_fork import SglangForkServer
 
 BASE = ["--model-path", "Qwen/Qwen3.6-27B", "--served-model-name", "qwen3.6-27b"]
 
@@ -171,29 +171,19 @@ print(json.dumps(out))
 
 
 @pytest.mark.sglang
-def test_cli_data_is_the_installed_sglang_parser(sglang_python: str):
+def test_cli_data_is_the_installed_sglang_parser(sglang_fork: SglangForkServer):
     """The shipped dump is what scripts/dump_sglang_cli.py reads from the real parser."""
-    result = subprocess.run(
-        [sglang_python, str(REPO / "scripts" / "dump_sglang_cli.py")],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=True,
-    )
+    result = sglang_fork.run([str(REPO / "scripts" / "dump_sglang_cli.py")], timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(result.stdout) == cli_data()
 
 
 @pytest.mark.sglang
-def test_argument_errors_match_the_real_parser(sglang_python: str):
+def test_argument_errors_match_the_real_parser(sglang_fork: SglangForkServer):
     """The same argv fails with the same message, or passes, in SGLang 0.5.23 and here
     (DDTree's flag is the one the simulator adds on purpose)."""
-    result = subprocess.run(
-        [sglang_python, "-c", PARITY_SCRIPT, json.dumps(PARITY_CASES)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=True,
-    )
+    result = sglang_fork.run(["-c", PARITY_SCRIPT, json.dumps(PARITY_CASES)], timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
     real = json.loads(result.stdout.strip().splitlines()[-1])
     for argv, expected in zip(PARITY_CASES, real, strict=True):
         try:
