@@ -80,10 +80,20 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
     down.add_argument("--json", action="store_true", help="one result object per server")
     # Internal: the gang supervisor on the console host (console.fleet.gang_watch) stops this
     # host's node of a gang because a node on another host ended, recording why.
-    down.add_argument("--gang-failure", metavar="TEXT", help=argparse.SUPPRESS)
+    down.add_argument(
+        "--gang-failure",
+        metavar="TEXT",
+        help="internal (the console host's gang supervisor): stop this host's node of a "
+        "multi-node server because a node elsewhere ended, recording TEXT as why",
+    )
     # Internal: `down` of a gang's node on its host, sent by the console host's `down` of
     # the gang; never the gang itself again (a head on the console host shares its id).
-    down.add_argument("--gang-node", action="store_true", help=argparse.SUPPRESS)
+    down.add_argument(
+        "--gang-node",
+        action="store_true",
+        help="internal (the console host's `down` of a multi-node server): stop only this "
+        "host's node, never the gang it belongs to",
+    )
     down.set_defaults(handler=_down)
 
     restart = verbs.add_parser("restart", parents=[common], help="stop and relaunch a server")
@@ -126,10 +136,15 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
 def _add_gang_node_flags(up: argparse.ArgumentParser) -> None:
     """Internal flags of `up`: the console host starts node I of a gang on this host
     (console.fleet.gang_up); `--dist-init-addr ADDR:0` on the head picks a free port here."""
-    up.add_argument("--gang-id", metavar="ID", help=argparse.SUPPRESS)
-    up.add_argument("--node-rank", type=int, metavar="I", help=argparse.SUPPRESS)
-    up.add_argument("--gang-nodes", metavar="H0,H1", help=argparse.SUPPRESS)
-    up.add_argument("--dist-init-addr", metavar="ADDR", help=argparse.SUPPRESS)
+    internal = "internal (sent by the console host that runs `up --nodes`): "
+    up.add_argument("--gang-id", metavar="ID", help=internal + "start one node of gang ID here")
+    up.add_argument("--node-rank", type=int, metavar="I", help=internal + "the node's rank")
+    up.add_argument("--gang-nodes", metavar="H0,H1", help=internal + "the gang's hosts")
+    up.add_argument(
+        "--dist-init-addr",
+        metavar="ADDR",
+        help=internal + "the head's HOST:PORT (PORT 0 on the head: a free one here)",
+    )
 
 
 def _services(args: argparse.Namespace) -> Services:
