@@ -102,6 +102,12 @@ def read_gateway(
     return GatewayReading(url, time.monotonic(), workers)
 
 
+def _increase(then: float, now: float) -> float:
+    """A counter's increase; one lower than before was reset (its replica restarted), so all
+    of it counts, as Prometheus's increase() takes it."""
+    return now - then if now >= then else now
+
+
 def per_worker(before: GatewayReading, after: GatewayReading) -> list[WorkerFigures]:
     """Each worker's output tokens and requests between two readings, and its rate over
     that time. A worker that left the gateway in between counts to its last reading (none);
@@ -111,8 +117,8 @@ def per_worker(before: GatewayReading, after: GatewayReading) -> list[WorkerFigu
     for worker, now in after.workers.items():
         then = before.workers.get(worker, WorkerCounters(0.0, 0.0))
         deltas[worker] = (
-            max(0.0, now.output_tokens - then.output_tokens),
-            max(0.0, now.requests - then.requests),
+            _increase(then.output_tokens, now.output_tokens),
+            _increase(then.requests, now.requests),
         )
     total = sum(tokens for tokens, _ in deltas.values())
     return [

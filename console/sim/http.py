@@ -170,12 +170,19 @@ class Handlers:
         try:
             dp_rank = None if rank_text is None else int(rank_text)
         except ValueError:
-            # FastAPI's validation of `dp_rank: Optional[int]`.
-            return JSONResponse({"detail": "dp_rank must be an integer"}, status_code=422)
+            # FastAPI's validation of `dp_rank: Optional[int]`, turned into a 400
+            # ErrorResponse by SGLang's handler (srt/entrypoints/http_server.py:635-693).
+            return _error(
+                400,
+                f"1 validation error: dp_rank: Input should be a valid integer "
+                f"(input: {rank_text!r})",
+                kind="Bad Request",
+            )
         try:
             data = sim_loads.loads(self.state, params.get("include"), dp_rank)
-        except sim_loads.LoadsError as exc:
-            return JSONResponse({"detail": str(exc)}, status_code=400)
+        except sim_loads.LoadsError:
+            # An unhandled ValueError: Starlette's plain 500 (see sim_loads.LoadsError).
+            return PlainTextResponse("Internal Server Error", status_code=500)
         if params.get("format") == "prometheus":
             return PlainTextResponse(
                 sim_loads.prometheus_text(data),

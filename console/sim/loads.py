@@ -3,9 +3,12 @@ for it (`/v1/loads?include=core,disagg,queues,memory`).
 
 The shape follows srt/entrypoints/v1_loads.py:96-147 (timestamp, version, accelerator,
 num_accelerators, loads) and each rank's `LoadSnapshot.to_dict` (srt/managers/
-load_snapshot.py:200-264): every core field, then the sections asked for that the server
-has. The simulator has no LoRA and no PD disaggregation, so those sections are absent, as
-they are on such a server (a None section is skipped, load_snapshot.py:254-255).
+load_snapshot.py:232-257): every core field, then the sections asked for that the snapshot
+has, in the struct's order (memory, speculative, lora, disaggregation, queues). The snapshot
+is built as srt/managers/scheduler_components/load_inquirer.py:109-255 builds it for a
+server without PD disaggregation or LoRA: `disaggregation` is always there with mode "null"
+and zeros (:184-216), `lora` never, `speculative` only once a draft has run a forward
+(:163-174), and the waiting requests' tokens count in `num_total_tokens` (:115, :145-147).
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ VALID_SECTIONS = frozenset({"core", "memory", "spec", "lora", "disagg", "queues"
 
 
 class LoadsError(ValueError):
-    """An include section SGLang rejects (the route answers 400 with it)."""
+    """An include section LoadSnapshot.to_dict rejects (load_snapshot.py:238-242). It is
+    raised outside the route's try (v1_loads.py:121-131, 141-144) and no handler takes a
+    ValueError, so the server answers a bare 500 (only when some rank's load is built)."""
 
 
 def _rank_load(state: SimState, rank: int, include: set[str] | None) -> dict[str, Any]:
@@ -34,6 +39,9 @@ def _rank_load(state: SimState, rank: int, include: set[str] | None) -> dict[str
     used = engine.used_tokens
     capacity = engine.max_total_tokens
     waiting_uncached = sum(r.input_len for r in engine.waiting)
+    # The waiting requests' seqlen (their prompts) on top of the pool's used tokens; no
+    # KV transfer is awaited outside disaggregated decode, so active equals total.
+    total = used + sum(r.input_len for r in engine.waiting)
     load: dict[str, Any] = {
         "timestamp": time.time(),
         "dp_rank": rank,
@@ -41,8 +49,8 @@ def _rank_load(state: SimState, rank: int, include: set[str] | None) -> dict[str
         "num_waiting_reqs": len(engine.waiting),
         "num_waiting_uncached_tokens": waiting_uncached,
         "num_used_tokens": used,
-        "num_total_tokens": used,
-        "num_active_tokens": used,
+        "num_total_tokens": total,
+        "num_active_tokens": total,
         "num_prealloc_ready_tokens": 0,
         "max_total_num_tokens": capacity,
         "max_running_requests": state.max_running,
@@ -73,10 +81,19 @@ def _rank_load(state: SimState, rank: int, include: set[str] | None) -> dict[str
             "graph_gb": 0.0,
             "token_capacity": capacity,
         }
-    if state.decode.algorithm != "off" and asked("spec"):
-        load["speculative"] = {
-            "accept_length": totals.accept_length,
-            "accept_rate": totals.accept_rate,
+    accept_length = state.stats.avg_spec_accept_length(rank)
+    if accept_length is not None and asked("spec"):
+        load["speculative"] = {"accept_length": accept_length, "accept_rate": totals.accept_rate}
+    if asked("disagg"):
+        load["disaggregation"] = {
+            "mode": "null",
+            "prefill_bootstrap_queue_reqs": 0,
+            "prefill_inflight_queue_reqs": 0,
+            "decode_prealloc_queue_reqs": 0,
+            "decode_transfer_queue_reqs": 0,
+            "decode_retracted_queue_reqs": 0,
+            "kv_transfer_speed_gb_s": 0.0,
+            "kv_transfer_latency_ms": 0.0,
         }
     if asked("queues"):
         load["queues"] = {

@@ -6,6 +6,7 @@ whose launches is refused. Whatever ends, nothing of the group is left running o
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import time
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from console.core.net import free_port, port_is_free
+from tests.conftest import REPO
 from tests.integration.test_gateway import (
     LAYOUT,
     PROFILE,
@@ -24,7 +26,6 @@ from tests.integration.test_gateway import (
     ps,
     wait_for,
 )
-from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow
 
@@ -61,7 +62,8 @@ def test_a_gateway_that_cannot_start_stops_its_replicas(user_profiles: Path) -> 
     port = free_port()
     up = dd("up", PROFILE, "--layout", LAYOUT, "--port", str(port), "--timeout", "60")
     assert up.returncode == 1, up.stdout + up.stderr
-    assert "FAILED" in up.stdout and "bogus-flag" in up.stdout, up.stdout
+    assert "FAILED" in up.stdout, up.stdout
+    assert "bogus-flag" in up.stdout, up.stdout
     servers = ps()
     # Both replicas were stopped with the gateway's reason, not left holding their GPUs.
     for rid in REPLICAS:
@@ -101,7 +103,8 @@ def test_an_ended_gateway_restarts_and_its_down_stops_the_replicas() -> None:
     up = dd("up", PROFILE, "--layout", LAYOUT, "--port", str(port), "--timeout", "60")
     assert up.returncode == 0, up.stdout + up.stderr
     # The gateway's line names no GPUs: the replicas hold them.
-    assert f"{GATEWAY_ID}: pid" in up.stdout and "GPUs none" in up.stdout, up.stdout
+    gateway_line = rf"(?m)^{re.escape(GATEWAY_ID)}: pid \d+, port {port}, GPUs none, log "
+    assert re.search(gateway_line, up.stdout), up.stdout
     servers = ps()
     urls = sorted(servers[rid]["url"] for rid in REPLICAS)
     wait_for(lambda: sorted(gateway_workers(port)) == urls, 15, "both registered")

@@ -84,6 +84,21 @@ def test_a_worker_that_joined_mid_run_counts_from_zero() -> None:
     assert figures[A].output_tokens == 30
 
 
+def test_a_replica_restarted_mid_run_counts_what_it_did_since() -> None:
+    """Its counters went back to zero: the whole new reading counts (Prometheus's increase),
+    not nothing."""
+    before = GatewayReading(
+        "http://gw", 0.0, {A: WorkerCounters(5000, 40), B: WorkerCounters(0, 0)}
+    )
+    after = GatewayReading(
+        "http://gw", 2.0, {A: WorkerCounters(1200, 10), B: WorkerCounters(1200, 10)}
+    )
+    figures = {f.worker: f for f in per_worker(before, after)}
+    assert (figures[A].output_tokens, figures[A].requests) == (1200, 10)
+    assert figures[A].share == 0.5
+    assert figures[A].output_tok_s == 600.0
+
+
 def test_saved_next_to_the_run(tmp_path: Path) -> None:
     before = GatewayReading("http://gw", 0.0, {A: WorkerCounters(0, 0)})
     after = GatewayReading("http://gw", 2.0, {A: WorkerCounters(10, 1)})
