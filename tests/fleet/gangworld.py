@@ -22,7 +22,11 @@ T = TypeVar("T")
 
 def dd(*args: str, timeout: float = 120) -> tuple[int, str, str]:
     """`ddconsole --demo ARGS` on the console host; (status, stdout, stderr)."""
-    proc = subprocess.Popen(
+    return finish(start(*args), args, timeout)
+
+
+def start(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
         [sys.executable, "-m", "console", "--demo", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -30,6 +34,11 @@ def dd(*args: str, timeout: float = 120) -> tuple[int, str, str]:
         env={**os.environ, "PYTHONFAULTHANDLER": "1"},
         cwd=REPO,
     )
+
+
+def finish(
+    proc: subprocess.Popen[str], args: tuple[str, ...], timeout: float
+) -> tuple[int, str, str]:
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

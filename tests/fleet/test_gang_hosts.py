@@ -18,7 +18,7 @@ from console.core.net import free_port
 from console.core.paths import StatePaths
 from console.fleet.gang_file import GangFile, gang_ids, gang_path, load, watcher_alive
 from tests.fleet.conftest import SshWorld, write_hosts_toml
-from tests.fleet.gangworld import dd, nothing_left, servers_on, wait_for
+from tests.fleet.gangworld import dd, finish, nothing_left, servers_on, start, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -37,8 +37,11 @@ def gang_world(ssh_world: SshWorld) -> Iterator[SshWorld]:
         if watcher_alive(pid):
             assert pid is not None
             os.kill(pid, signal.SIGKILL)
-    for host in ("local", "alpha", "beta"):
-        dd("--host", host, "down", "--all", "--grace", "2", timeout=60)
+    # This host first (its `down --all` stops its gangs on every host), then the others.
+    dd("down", "--all", "--grace", "2", timeout=60)
+    args = [("--host", host, "down", "--all", "--grace", "2") for host in ("alpha", "beta")]
+    for proc, one in [(start(*one), one) for one in args]:
+        finish(proc, one, 60)
 
 
 def up_gang(port: int, nodes: str = "alpha,beta") -> tuple[int, str, str]:
