@@ -5,6 +5,11 @@ series labelled `worker_addr` with the worker's URL. Counters read before and af
 give each worker's share: output tokens (`sglang:generation_tokens_total`) and finished
 requests (`sglang:num_requests_total`). A server that is no gateway answers 404 there, and
 the run then has no per-worker table.
+
+The readings bracket the whole run, so the figures hold every level merged, each level's
+warm-up requests, and a rate over the run's wall time (prompt making, flushes and idle time
+included). They say so, and carry beside them what the run itself measured (its requests'
+output tokens over its levels' seconds) to compare with.
 """
 
 from __future__ import annotations
@@ -133,6 +138,45 @@ def per_worker(before: GatewayReading, after: GatewayReading) -> list[WorkerFigu
     ]
 
 
+SCOPE = (
+    "whole run: every level merged, with its warm-up requests, over the run's wall time "
+    "(flushes, prompt making and idle time included)"
+)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What the run itself measured: its requests' output tokens and its levels' seconds."""
+
+    output_tokens: int
+    requests: int
+    seconds: float
+
+    @property
+    def output_tok_s(self) -> float:
+        return self.output_tokens / self.seconds if self.seconds > 0 else 0.0
+
+
+def measured(run_dir: Path) -> Measured | None:
+    """The run folder's measured requests (`requests.jsonl`) and levels' wall seconds
+    (`levels.jsonl`); None when it has no requests."""
+    from console.bench.rundir import RunDir
+
+    run = RunDir(run_dir)
+    rows = run.read_jsonl("requests.jsonl")
+    if not rows:
+        return None
+    tokens = sum(int(row["output_tokens"]) for row in rows if _number(row.get("output_tokens")))
+    seconds = sum(
+        float(row["wall_s"]) for row in run.read_jsonl("levels.jsonl") if _number(row.get("wall_s"))
+    )
+    return Measured(tokens, len(rows), seconds)
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 @dataclass(frozen=True)
 class WorkersReport:
     """A run's per-worker figures through one gateway: what `workers.json` holds."""
@@ -140,6 +184,7 @@ class WorkersReport:
     gateway: str
     seconds: float
     workers: list[WorkerFigures]
+    measured: Measured | None = None
 
     @property
     def total_output_tokens(self) -> int:
@@ -154,14 +199,27 @@ class WorkersReport:
             "gateway": self.gateway,
             "seconds": round(self.seconds, 3),
             "source": "the gateway's /engine_metrics, before and after the run",
+            "scope": SCOPE,
             "total_output_tokens": self.total_output_tokens,
             "total_output_tok_s": round(self.total_output_tok_s, 3),
+            "measured_output_tokens": None
+            if self.measured is None
+            else self.measured.output_tokens,
+            "measured_requests": None if self.measured is None else self.measured.requests,
+            "measured_seconds": None if self.measured is None else round(self.measured.seconds, 3),
+            "measured_output_tok_s": (
+                None if self.measured is None else round(self.measured.output_tok_s, 3)
+            ),
             "workers": [f.to_json() for f in self.workers],
         }
 
 
-def workers_report(before: GatewayReading, after: GatewayReading) -> WorkersReport:
-    return WorkersReport(after.url, after.monotonic - before.monotonic, per_worker(before, after))
+def workers_report(
+    before: GatewayReading, after: GatewayReading, run: Measured | None = None
+) -> WorkersReport:
+    return WorkersReport(
+        after.url, after.monotonic - before.monotonic, per_worker(before, after), run
+    )
 
 
 def save(run_dir: Path, report: WorkersReport) -> Path:
@@ -196,8 +254,20 @@ def table(report: WorkersReport) -> str:
         )
         for row in rows
     ]
-    head = f"per worker through the gateway {report.gateway} ({report.seconds:.1f} s, whole run):"
-    return "\n".join([head, *lines])
+    head = (
+        f"per worker through the gateway {report.gateway}, whole run ({report.seconds:.1f} s of "
+        "wall time, every level with its warm-up; TOK/S over that time):"
+    )
+    foot = []
+    run = report.measured
+    if run is not None:
+        foot.append(
+            f"the run measured {run.output_tokens} of these output tokens in {run.requests} "
+            f"requests over {run.seconds:.1f} s of levels ({run.output_tok_s:.1f} tok/s); "
+            f"the other {report.total_output_tokens - run.output_tokens} were warm-up or "
+            "other traffic"
+        )
+    return "\n".join([head, *lines, *foot])
 
 
 def finish(
@@ -210,7 +280,7 @@ def finish(
     after = read_gateway(before.url, headers)
     if after is None:
         return None
-    report = workers_report(before, after)
+    report = workers_report(before, after, measured(run_dir))
     try:
         save(run_dir, report)
     except OSError as exc:

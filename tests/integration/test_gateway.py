@@ -124,7 +124,7 @@ def test_replicas_behind_the_gateway_bench_per_worker_kill_and_down() -> None:
     assert port not in [r["port"] for r in replicas]
     wait_for(lambda: sorted(gateway_workers(port)) == urls, 15, f"{urls} registered")
 
-    # A benchmark through the gateway: per-worker throughput for both, summing to the run's.
+    # A benchmark through the gateway: per-worker throughput for both.
     bench = dd(
         "bench",
         "--server",
@@ -153,8 +153,17 @@ def test_replicas_behind_the_gateway_bench_per_worker_kill_and_down() -> None:
         if line.strip()
     )
     total = shares["total_output_tokens"]
-    # The run's own requests, plus its warm-up request(s) the gateway also counted.
+    # The readings bracket the whole run, and say so: the run's own requests, plus its
+    # warm-up request(s) the gateway also counted, next to what the run measured.
+    assert "warm-up" in shares["scope"]
+    assert shares["measured_output_tokens"] == sent
+    assert shares["measured_requests"] == REQUESTS
     assert sent <= total <= sent + 2 * OUTPUT_LEN, (sent, shares)
+    assert f"the run measured {sent} of these output tokens" in bench.stdout
+    # Over the whole run's wall time (at least the levels' seconds), the workers' rate is
+    # at most the run's measured rate scaled by the warm-up's extra tokens.
+    measured_rate = shares["measured_output_tok_s"]
+    assert 0 < shares["total_output_tok_s"] <= measured_rate * total / sent * 1.01, shares
     assert abs(sum(w["share"] for w in by_worker.values()) - 1) < 0.01
 
     # SIGKILL one replica: the watcher takes it out of the gateway within 2 s.

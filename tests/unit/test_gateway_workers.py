@@ -10,9 +10,11 @@ from pathlib import Path
 from console.bench.workers import (
     WORKERS_FILE,
     GatewayReading,
+    Measured,
     WorkerCounters,
     counters_by_worker,
     finish,
+    measured,
     per_worker,
     save,
     table,
@@ -97,6 +99,30 @@ def test_a_replica_restarted_mid_run_counts_what_it_did_since() -> None:
     assert (figures[A].output_tokens, figures[A].requests) == (1200, 10)
     assert figures[A].share == 0.5
     assert figures[A].output_tok_s == 600.0
+
+
+def test_the_whole_run_figures_say_so_next_to_what_the_run_measured() -> None:
+    before = GatewayReading("http://gw", 0.0, {A: WorkerCounters(0, 0), B: WorkerCounters(0, 0)})
+    after = GatewayReading(
+        "http://gw", 10.0, {A: WorkerCounters(540, 5), B: WorkerCounters(500, 5)}
+    )
+    report = workers_report(before, after, Measured(1000, 8, 5.0))
+    data = report.to_json()
+    assert "warm-up" in data["scope"]
+    assert (data["measured_output_tokens"], data["measured_output_tok_s"]) == (1000, 200.0)
+    assert data["total_output_tok_s"] == 104.0
+    text = table(report)
+    assert "whole run (10.0 s of wall time, every level with its warm-up" in text
+    assert "measured 1000 of these output tokens in 8 requests over 5.0 s" in text
+    assert "the other 40 were warm-up" in text
+
+
+def test_measured_from_the_run_folder(tmp_path: Path) -> None:
+    lines = [{"output_tokens": 30}, {"output_tokens": 12}, {"output_tokens": None}]
+    (tmp_path / "requests.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    (tmp_path / "levels.jsonl").write_text(json.dumps({"wall_s": 2.0}) + "\n")
+    assert measured(tmp_path) == Measured(42, 3, 2.0)
+    assert measured(tmp_path / "none") is None
 
 
 def test_saved_next_to_the_run(tmp_path: Path) -> None:
