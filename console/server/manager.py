@@ -376,9 +376,10 @@ class ServerManager:
         remote = [n for n in plan.nodes if n != LOCAL_NODE]
         if remote:
             raise UsageError(
-                f"layout {plan.layout!r}: node {remote[0]!r} is not this host; this ddconsole "
-                "runs only `local` nodes",
-                hint='list the nodes as "local" to run them all on this host',
+                f"layout {plan.layout!r}: node {remote[0]!r} is not this host; nodes on other "
+                "hosts are started by `ddconsole up` (each on its host over SSH)",
+                hint=f"`ddconsole up {plan.profile} --layout {plan.layout}` starts the gang again "
+                "(`restart` and `switch` run only `local` nodes)",
             )
         if not self.demo:
             raise UsageError(
