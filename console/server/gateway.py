@@ -382,3 +382,14 @@ def report_failed_replicas(
         return
     for rid, why in replica_failures(manager, group).items():
         on_event(elapsed, f"! replica {rid} ended, the gateway routes without it: {why}")
+
+
+def gateway_workers(manager: ServerManager, live: set[str]) -> dict[str, dict[str, str]]:
+    """Each live gateway among `live` ids -> its replicas' URL -> replica id: the replicas a
+    monitor reads through the gateway's /engine_metrics instead of one by one."""
+    found: dict[str, dict[str, str]] = {}
+    for server_id in live:
+        group = load_group(manager.paths, server_id)
+        if group is not None:
+            found[server_id] = {url: rid for rid, url in replica_urls(manager, group).items()}
+    return found

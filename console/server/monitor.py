@@ -20,6 +20,7 @@ from typing import Protocol
 from console.core.auth import env_key
 from console.hw.backend import GpuBackend
 from console.server.external import ExternalScanner
+from console.server.gateway import gateway_workers
 from console.server.manager import ServerManager
 from console.server.watch import ServerWatcher, StateChange
 from console.telemetry.blocking import BlockingCaller, Stalled
@@ -174,9 +175,17 @@ class Monitor:
             if not s.state.terminal and s.pid is not None and not s.record.is_node
         }
         wanted = set(self._url_sources)
+        # A gateway's replicas are read through its /engine_metrics, one read for all.
+        gateways = gateway_workers(self.watcher.manager, set(live))
+        behind = {rid for workers in gateways.values() for rid in workers.values()}
         for server_id, status in live.items():
             source = SourceId.server(server_id)
+            if server_id in behind:
+                continue
             wanted.add(source)
+            if server_id in gateways:
+                self.hub.track_gateway(source, status.record.url, gateways[server_id])
+                continue
             if source not in self.poller.sources:
                 plan = status.record.plan
                 key = env_key(plan.api_key_env)

@@ -142,7 +142,14 @@ class GatewaySource:
             status = self._status(SourceState.DEGRADED, "no worker series yet")
         else:
             status = self._status(SourceState.OK, None)
-        return PollResult(list(samples), [status])
+        # Each worker read is its replica's source status too (read through the gateway).
+        workers = [
+            SourceStatus(
+                name=self._views[w].name, state=SourceState.OK, reason=None, last_ok_mono=now
+            )
+            for w in sorted(by_worker)
+        ]
+        return PollResult(list(samples), [status, *workers])
 
     async def close(self) -> None:
         return None

@@ -14,6 +14,7 @@ import httpx
 
 from console.hw.backend import GpuBackend
 from console.telemetry.cost_source import CostSource
+from console.telemetry.gateway_source import GatewaySource
 from console.telemetry.gpu_source import GpuSource
 from console.telemetry.host_source import HostBackend, HostSource, WatchedServer
 from console.telemetry.keys import SourceId
@@ -95,6 +96,21 @@ class TelemetryHub:
                     self.client,
                     interval_s=self.interval_s,
                     api_key=api_key,
+                    histogram_every=self.histogram_every,
+                )
+            )
+
+    def track_gateway(self, source: SourceId, url: str, workers: dict[str, str]) -> None:
+        """Poll SGLang's model gateway at `url` as `source`: its /engine_metrics split into
+        each worker's samples, named by `workers` (URL -> server id); no-op if tracked."""
+        if source not in self.poller.sources:
+            self.poller.add(
+                GatewaySource(
+                    source.name,
+                    url,
+                    self.client,
+                    workers,
+                    interval_s=self.interval_s,
                     histogram_every=self.histogram_every,
                 )
             )

@@ -93,8 +93,10 @@ async def test_each_worker_is_its_replicas_samples(gateway: _Server) -> None:
         source = GatewaySource("g-1", url, client, {A: "g-1.replica0"})
         first = await source.poll(10.0)
         second = await source.poll(12.0)
-    assert [s.state for s in second.statuses] == [SourceState.OK]
+    # The gateway's own status, then one per worker read through it.
+    assert [s.state for s in second.statuses] == [SourceState.OK] * 3
     assert second.statuses[0].name == SourceId.server("g-1")
+    assert SourceId.server("g-1.replica0") in [s.name for s in second.statuses[1:]]
     assert len(first.samples) == 2
     by_source = {s.source: s for s in second.samples if isinstance(s, ServerSample)}
     replica = by_source[SourceId.server("g-1.replica0")]
