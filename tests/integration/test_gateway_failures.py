@@ -5,10 +5,13 @@ whose launches is refused. Whatever ends, nothing of the group is left running o
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -34,7 +37,8 @@ REPLICAS = [f"{GATEWAY_ID}.replica{i}" for i in range(2)]
 
 
 def _group_file() -> Path:
-    return Path(os.environ["XDG_STATE_HOME"]) / "ddconsole" / "gateways" / f"{GATEWAY_ID}.json"
+    state = Path(os.environ["XDG_STATE_HOME"]) / "ddconsole-demo"
+    return state / "gateways" / f"{GATEWAY_ID}.json"
 
 
 def _nothing_left(ports: list[int]) -> None:
@@ -73,6 +77,7 @@ def test_a_gateway_that_cannot_start_stops_its_replicas(user_profiles: Path) -> 
     _nothing_left(replica_ports)
 
     # `down` of the ended gateway forgets the whole group.
+    assert _group_file().is_file()
     down = dd("down", GATEWAY_ID)
     assert down.returncode == 0, down.stdout + down.stderr
     assert not set(ps()) & {GATEWAY_ID, *REPLICAS}
@@ -96,6 +101,38 @@ def test_every_replica_failing_fails_the_start_with_their_reason(
     servers = ps()
     assert servers[GATEWAY_ID]["state"] in ("stopped", "failed"), servers
     _nothing_left([port])
+
+
+def test_a_replica_that_dies_while_starting_is_named_when_the_gateway_is_ready() -> None:
+    port = free_port()
+    up = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "console",
+            "up",
+            PROFILE,
+            "--layout",
+            LAYOUT,
+            "--port",
+            str(port),
+            "--timeout",
+            "60",
+            "--demo",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=REPO,
+    )
+    # replica1 killed as soon as its process exists: long before it could be ready.
+    spawn = _group_file().parent.parent / "servers" / f"{REPLICAS[1]}.spawn.json"
+    wait_for(spawn.is_file, 30, "replica1's process")
+    os.kill(json.loads(spawn.read_text())["pid"], signal.SIGKILL)
+    out, _ = up.communicate(timeout=90)
+    assert up.returncode == 0, out
+    assert f"! replica {REPLICAS[1]} ended, the gateway routes without it" in out, out
+    assert gateway_workers(port) == [ps()[REPLICAS[0]]["url"]]
 
 
 def test_an_ended_gateway_restarts_and_its_down_stops_the_replicas() -> None:
@@ -122,6 +159,7 @@ def test_an_ended_gateway_restarts_and_its_down_stops_the_replicas() -> None:
     replica_ports = [servers[rid]["port"] for rid in REPLICAS]
     os.kill(servers[GATEWAY_ID]["pid"], signal.SIGKILL)
     wait_for(lambda: ps()[GATEWAY_ID]["state"] in ("stopped", "failed"), 15, "gateway ended")
+    assert _group_file().is_file()
     down = dd("down", GATEWAY_ID, "--grace", "5")
     assert down.returncode == 0, down.stdout + down.stderr
     assert not set(ps()) & {GATEWAY_ID, *REPLICAS}
