@@ -53,14 +53,14 @@ def test_a_rate_search_reports_no_knee_above_what_the_server_completes(tmp_path:
     levels = sorted(cell["levels"], key=lambda lv: lv["level"])
     # Open loop with no cap, each level rate x 30 s of arrivals (not the 16 of --requests).
     assert all(lv["concurrency"] is None for lv in levels)
-    # A level stopped for falling behind leaves its requests in flight cancelled (uncounted).
+    # A level sends at least 30 s of arrivals, more when 10 E2Es take longer (a slow
+    # simulator on a loaded box: search_levels.RATE_LEVEL_E2ES); a level stopped for falling
+    # behind leaves its requests in flight cancelled (uncounted).
     planned = [lv["rate"] * 30 for lv in levels]
     counted = [lv["requests"] + lv["errors"] for lv in levels]
     for level, plan, count in zip(levels, planned, counted, strict=True):
-        if level.get("early_stop") or level.get("behind"):
-            assert count <= plan + 1, level
-        else:
-            assert abs(count - plan) < 1, level
+        if not (level.get("early_stop") or level.get("behind")):
+            assert count > plan - 1, level
     knee = cell["knee"]
     assert knee["kind"] == "rate"
     # It carries its first rate, and stops well before the limit: the knee is at most what
