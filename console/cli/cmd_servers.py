@@ -387,6 +387,7 @@ def _externals(services: Services, *, probe: bool = True) -> list[ExternalServer
 
 
 def _ps(args: argparse.Namespace) -> int:
+    from console.server.gateway import degraded
     from console.server.tidy import split_folded
 
     services = _services(args)
@@ -396,9 +397,18 @@ def _ps(args: argparse.Namespace) -> int:
     if not args.all:
         statuses, folded = split_folded(statuses, _fold_after_s())
     externals = _externals(services)
+    # A gateway routing without some of its replicas says so.
+    notes = {s.id: note for s in statuses if (note := degraded(manager, s)) is not None}
     if args.json:
         print_json(
-            [{**s.to_json(), "external": False} for s in statuses]
+            [
+                {
+                    **s.to_json(),
+                    "external": False,
+                    **({"degraded": notes[s.id]} if s.id in notes else {}),
+                }
+                for s in statuses
+            ]
             + [e.to_json() for e in externals]
         )
         for problem in problems:
@@ -423,7 +433,8 @@ def _ps(args: argparse.Namespace) -> int:
                 plan.port,
                 ",".join(map(str, plan.gpus)),
                 format_duration(status.uptime_s),
-                status.reason
+                notes.get(status.id)
+                or status.reason
                 or ("" if status.state.value == "ready" else status.phase_label or ""),
             ]
         )

@@ -393,3 +393,14 @@ def gateway_workers(manager: ServerManager, live: set[str]) -> dict[str, dict[st
         if group is not None:
             found[server_id] = {url: rid for rid, url in replica_urls(manager, group).items()}
     return found
+
+
+def degraded(manager: ServerManager, status: ServerStatus) -> str | None:
+    """For a running gateway some of whose replicas ended: which, for `ps`; else None."""
+    group = load_group(manager.paths, status.id)
+    if group is None or status.state.terminal:
+        return None
+    ended = replica_failures(manager, group)
+    if not ended:
+        return None
+    return f"degraded: {len(ended)} of {len(group.replicas)} replicas ended ({', '.join(ended)})"

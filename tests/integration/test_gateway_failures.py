@@ -132,7 +132,11 @@ def test_a_replica_that_dies_while_starting_is_named_when_the_gateway_is_ready()
     out, _ = up.communicate(timeout=90)
     assert up.returncode == 0, out
     assert f"! replica {REPLICAS[1]} ended, the gateway routes without it" in out, out
-    assert gateway_workers(port) == [ps()[REPLICAS[0]]["url"]]
+    servers = ps()
+    assert gateway_workers(port) == [servers[REPLICAS[0]]["url"]]
+    # `ps` marks the gateway degraded, naming the replica it routes without.
+    assert servers[GATEWAY_ID]["degraded"] == f"degraded: 1 of 2 replicas ended ({REPLICAS[1]})"
+    assert "degraded" not in servers[REPLICAS[0]]
 
 
 def test_an_ended_gateway_restarts_and_its_down_stops_the_replicas() -> None:
