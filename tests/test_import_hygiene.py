@@ -1,4 +1,5 @@
-"""Headless verbs never load Textual; the package root stays cheap."""
+"""Headless verbs never load Textual (nor SSH when no other host is involved); the package
+root stays cheap."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ try:
     main({argv!r})
 except SystemExit:
     pass
-heavy = sorted(m for m in ("textual", "textual_plotext", "plotext", "rich")
+heavy = sorted(m for m in ("textual", "textual_plotext", "plotext", "rich", "asyncssh")
                if m in sys.modules)
 sys.stderr.write("\\nMODULES=" + json.dumps(heavy) + "\\n")
 """
@@ -32,6 +33,9 @@ sys.stderr.write("\\nMODULES=" + json.dumps(heavy) + "\\n")
         ["profiles", "show", "qwen3.6-27b", "--json"],
         ["profiles", "check", "qwen3.6-27b", "--python", "/nonexistent/python", "--json"],
         ["plan", "qwen3.6-27b", "--layout", "tp1", "--variant", "ddtree-b15", "--demo", "--json"],
+        # SSH (asyncssh, whose import probes for libraries with gcc) only for other hosts.
+        ["ps", "--demo", "--json"],
+        ["down", "no-such-server", "--demo"],
     ],
 )
 def test_headless_verbs_do_not_import_textual(argv: list[str]):

@@ -725,7 +725,7 @@ def _down_gangs(args: argparse.Namespace, services: Services) -> tuple[bool, int
     stopped on its host. (every id named was such a gang, so nothing else is to do; the exit
     status so far)."""
     from console.core.errors import ConsoleError
-    from console.fleet import gang_file, gang_up
+    from console.fleet import gang_file
 
     if args.gang_node:
         return False, 0
@@ -739,6 +739,9 @@ def _down_gangs(args: argparse.Namespace, services: Services) -> tuple[bool, int
         rest = bool(args.ids)
     results: list[dict[str, Any]] = []
     code = 0
+    if paths:
+        # Only now: SSH (asyncssh) costs a plain `down` nothing when no gang spans hosts.
+        from console.fleet import gang_up
     for path in paths:
         try:
             results.append(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -67,15 +68,16 @@ def _state(app: ConsoleApp, host: str) -> str:
     return row.split(" | ")[2] if row else ""
 
 
-async def _key_round_trip(pilot: Pilot[None]) -> float:
-    """The slowest of three key presses (cursor down and back up), each until handled."""
-    worst = 0.0
-    for _ in range(3):
+async def _key_round_trips(pilot: Pilot[None]) -> tuple[float, float]:
+    """The median and the slowest of nine key round trips (cursor down and back up), each
+    until handled."""
+    trips = []
+    for _ in range(9):
         start = time.monotonic()
         await pilot.press("down")
         await pilot.press("up")
-        worst = max(worst, time.monotonic() - start)
-    return worst
+        trips.append(time.monotonic() - start)
+    return statistics.median(trips), max(trips)
 
 
 async def test_fleet_view_marks_only_the_lost_host_stale(fleet_world: SshWorld) -> None:
@@ -95,15 +97,18 @@ async def test_fleet_view_marks_only_the_lost_host_stale(fleet_world: SshWorld) 
         await until(pilot, lambda: " | 1/1 | " in _rows(app)["beta"], 60, "beta's server ready")
         by_host = app.screen.query_one("#by-host-text", Static)
         assert "qwen3.6-27b-tp1-1" in str(by_host.render())
-        before = await _key_round_trip(pilot)
+        before, _ = await _key_round_trips(pilot)
 
         alpha = fleet_world.hosts["alpha"]
         await asyncio.to_thread(alpha.stop)
         await until(pilot, lambda: _state(app, "alpha") == "stale", 30, "alpha stale")
         row = _rows(app)["alpha"]
         assert "connection lost" in row or "refused" in row or "cannot connect" in row, row
-        during = await _key_round_trip(pilot)
-        assert during < max(KEY_BOUND_S, 10 * before), (before, during)
+        # Keys are answered as before while alpha's link retries: the typical press within
+        # noise of its time before the outage, and no press held by a connect attempt.
+        during, slowest = await _key_round_trips(pilot)
+        assert during < 2 * before + 0.25, (before, during)
+        assert slowest < KEY_BOUND_S, (before, slowest)
         # Only alpha: the others keep reading.
         await pilot.pause(2)
         assert _state(app, "local") == "up"

@@ -17,7 +17,7 @@ def test_every_shipped_plan_passes_with_the_simulators_parser(cli):
     assert result.code == 0, result.out + result.err
     assert "SGLang 0.5.23 as the simulator's copy of SGLang's parser" in result.out
     assert "no sglang installed" not in result.out
-    assert result.out.rstrip().endswith("42 plans ok")
+    assert result.out.rstrip().endswith("49 plans ok")
     # The DDTree note is said once, not per plan.
     assert result.out.count("the simulator stands in for the DDTree build") == 1
 
