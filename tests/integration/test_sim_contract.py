@@ -349,6 +349,19 @@ def test_metrics_names_types_labels_and_update_rules(ddtree_sim):
                 "sampling_params": {"max_new_tokens": 16, "ignore_eos": True},
             },
         )
+        # A streamed request run to its end: counted with is_streaming="true" (the one above
+        # was cut off, and this test must not lean on another test's requests).
+        with client.stream(
+            "POST",
+            "/generate",
+            json={
+                "input_ids": [1] * 8,
+                "stream": True,
+                "sampling_params": {"max_new_tokens": 4, "ignore_eos": True},
+            },
+        ) as response:
+            for _ in response.iter_lines():
+                pass
         end = parse_metrics(client.get("/metrics").text)
         assert generation_total(end) >= generation_total(start) + 16
         streaming = {s.labels.get("is_streaming") for s in end["sglang:generation_tokens"].samples}
