@@ -472,8 +472,14 @@ def run_until(box: Sandbox, script: str, marker: str, wait_s: float = 30) -> tup
             break
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGINT)
+    # Read on while it stops, as a terminal does: a follower whose pipe filled up would
+    # otherwise block on its last write (its exit flushes stdout) and never end.
+    deadline = time.monotonic() + 30
+    while proc.poll() is None and time.monotonic() < deadline:
+        select.select([proc.stdout], [], [], 0.2)
+        seen += proc.stdout.read() or b""
     try:
-        code = proc.wait(timeout=30)
+        code = proc.wait(timeout=1)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
