@@ -450,6 +450,15 @@ def run_plain(box: Sandbox, script: str, timeout: float = 180) -> tuple[int, str
     return done.returncode, done.stdout + done.stderr
 
 
+def _as_a_shell_starts_it() -> None:
+    """Ctrl-C as a terminal's shell hands it to a command: SIGINT neither ignored nor blocked.
+    A pytest worker's own mask and dispositions are inherited across exec otherwise, and an
+    earlier test's event loop can leave SIGINT blocked there (a follower in CI then outlived
+    every Ctrl-C)."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_until(box: Sandbox, script: str, marker: str, wait_s: float = 30) -> tuple[int, str]:
     """Run until `marker` shows (or `wait_s` passes), then Ctrl-C, as a user stops `-f`."""
     proc = subprocess.Popen(
@@ -460,6 +469,7 @@ def run_until(box: Sandbox, script: str, marker: str, wait_s: float = 30) -> tup
         env=box.env,
         cwd=box.work,
         start_new_session=True,
+        preexec_fn=_as_a_shell_starts_it,
     )
     assert proc.stdout is not None
     seen = b""
@@ -473,27 +483,32 @@ def run_until(box: Sandbox, script: str, marker: str, wait_s: float = 30) -> tup
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGINT)
     # Read on while it stops, as a terminal does: a follower whose pipe filled up would
-    # otherwise block on its last write (its exit flushes stdout) and never end.
-    for presses in (1, 2):
+    # otherwise block on its last write (its exit flushes stdout) and never end. One that
+    # outlives Ctrl-C gets a second, then SIGTERM (what ran then is printed for the record);
+    # only one that outlives them all fails.
+    for then in (signal.SIGINT, signal.SIGTERM, None):
         deadline = time.monotonic() + 15
         while proc.poll() is None and time.monotonic() < deadline:
             select.select([proc.stdout], [], [], 0.2)
             seen += proc.stdout.read() or b""
-        if proc.poll() is not None or presses == 2:
+        if proc.poll() is not None or then is None:
             break
-        # Inside a pytest worker a follower has once outlived its first Ctrl-C (never seen
-        # from a shell); what ran then is kept in the output, and a user's second press sent.
-        seen += subprocess.run(
-            [
-                "sh",
-                "-c",
-                f"ps -o pid,stat,wchan:24,args -g {proc.pid}; for p in $(pgrep -g {proc.pid});"
-                ' do echo "$p $(grep -E "SigBlk|SigIgn" /proc/$p/status | tr "\\n" " ")"; done',
-            ],
-            capture_output=True,
-            check=False,
-        ).stdout
-        os.killpg(proc.pid, signal.SIGINT)
+        print(
+            f"{script!r} outlived a signal; sending {then.name}:",
+            subprocess.run(
+                [
+                    "sh",
+                    "-c",
+                    f"ps -o pid,stat,wchan:24,args -g {proc.pid}; for p in $(pgrep -g {proc.pid});"
+                    ' do echo "$p $(grep -E "SigBlk|SigIgn" /proc/$p/status | tr "\\n" " ")";'
+                    " done",
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
+            ).stdout,
+        )
+        os.killpg(proc.pid, then)
     try:
         code = proc.wait(timeout=1)
     finally:
@@ -506,7 +521,8 @@ def run_until(box: Sandbox, script: str, marker: str, wait_s: float = 30) -> tup
     proc.stdout.close()
     text = seen.decode(errors="replace")
     assert marker.strip() == "" or marker in text, f"never printed {marker!r}:\n{text[-3000:]}"
-    return (0 if code in (0, 130) else code), text
+    stopped = (0, 130, -signal.SIGINT, -signal.SIGTERM, 128 + signal.SIGTERM)
+    return (0 if code in stopped else code), text
 
 
 def run_tui(box: Sandbox, script: str, marker: str, timeout: float = 60) -> tuple[int, str]:
