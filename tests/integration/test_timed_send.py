@@ -127,7 +127,7 @@ def test_cancelled_before_its_time_nothing_is_sent(sim: SimProcess):
 
 
 def test_only_plain_http_goes_through_the_thread():
-    assert can_send_timed("http://10.0.0.5:30001")
+    assert can_send_timed("http://gpu-7.example:8080")
     assert not can_send_timed("https://gpu-7.example:443")
     assert can_send_timed("http://h:1", {"Authorization": "Bearer k"})
     assert not can_send_timed("http://h:1", {"Authorization": "Bearer k\r\nX-Evil: 1"})
