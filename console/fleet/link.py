@@ -17,12 +17,17 @@ import contextlib
 import shlex
 import socket
 import sys
+import warnings
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
-import asyncssh
+with warnings.catch_warnings():
+    # cryptography 47+ warns that DSA is deprecated when asyncssh names its DSA key types at
+    # import; ddconsole never uses DSA, and the warning would reach every --host user.
+    warnings.filterwarnings("ignore", message="DSA is deprecated", category=UserWarning)
+    import asyncssh
 
 from console.core.errors import ConsoleError
 from console.fleet.hosts import Host, parse_target

@@ -82,6 +82,10 @@ class Backend(Protocol):
         loop); ActionRefused naming the reason where there is none (a replay, a damaged
         hosts file)."""
 
+    def fleet_now(self) -> Fleet | None:
+        """The fleet when it runs (started with the console when hosts.toml names another
+        host than this one, or by the Fleet screen), None otherwise; never starts one."""
+
     def feed_note(self) -> FeedNote | None:
         """Where readings come from when it is not this host (`prometheus URL: 3 targets,
         1 down (...)`), for the sources strip; None for this host."""

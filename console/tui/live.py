@@ -113,8 +113,8 @@ class LiveBackend:
         self.fleet_factory = fleet_factory
         """Builds the fleet of hosts.toml (the composition root's); None: no fleet view."""
         self.fleet: Fleet | None = None
-        """Started by the first `open_fleet` (the fleet view's first showing), not before:
-        a console that never shows it runs no stream per host."""
+        """Started with the console when hosts.toml names a host besides this one (every
+        screen then groups by host), else by the first `open_fleet` (the Fleet screen)."""
 
     def make_read_only(self, reason: str) -> None:
         """Show everything, refuse every action with `reason` (a shared box)."""
@@ -145,7 +145,28 @@ class LiveBackend:
             self.fleet = fleet
         return self.fleet
 
+    def fleet_now(self) -> Fleet | None:
+        return self.fleet
+
+    async def _start_fleet_with_hosts(self) -> None:
+        """Start the fleet now when hosts.toml lists another host; a damaged hosts file is
+        left for the Fleet screen to name (this console then runs as on one host)."""
+        from console.fleet.hosts import load_hosts
+
+        if self.fleet_factory is None:
+            return
+        try:
+            # The hosts file first: the fleet's SSH stack is not imported for one host.
+            if all(host.is_local for host in load_hosts()):
+                return
+            fleet = self.fleet_factory()
+        except ConsoleError:
+            return
+        await fleet.start()
+        self.fleet = fleet
+
     async def start(self) -> None:
+        await self._start_fleet_with_hosts()
         # Server state once a second, in step with the screen's refresh: a crash shows on
         # the next tick or the one after, for a quarter of the CLI's 4 Hz watch cost.
         self.monitor = self.monitor_factory(

@@ -95,6 +95,9 @@ class ReadOnlyActions:
     async def open_fleet(self) -> Fleet:
         raise ActionRefused("the fleet view is live only: a replay or snapshot has no hosts")
 
+    def fleet_now(self) -> Fleet | None:
+        return None
+
     def plan(self, profile: str, layout: str, variant: str, replacing: str | None = None) -> Plan:
         raise ActionRefused(REFUSED)
 
