@@ -167,6 +167,32 @@ def _runs_show(args: argparse.Namespace) -> int:
     return 0
 
 
+OWNER_WAIT_S = 20.0
+"""How long a follower waits for a run's runner to claim it (a detached start on a loaded box
+is slow to import) or, with the run still `running`, for its recorded process to end."""
+
+
+def _runner_may_come(run: RunDir, missing_for_s: float) -> bool:
+    """The run has no live owner: whether it may still be running (its runner not yet
+    started, or not yet seen) rather than ended; bounded by `OWNER_WAIT_S`."""
+    from console.core.errors import ConsoleError
+    from console.hw.procs import is_running
+
+    if missing_for_s >= OWNER_WAIT_S:
+        return False
+    try:
+        meta = run.meta()
+    except ConsoleError:
+        return False
+    if meta.status == "created":
+        return True  # the runner writes `running` only after claiming the run
+    if meta.status == "running":
+        # The runner writes its final status before releasing: a `running` run whose
+        # process is gone was killed (interrupted); one whose process lives is still going.
+        return meta.pid is not None and is_running(meta.pid, None)
+    return False
+
+
 def _follow(run: RunDir, stream: TextIO) -> None:
     """Print each level's verdict as it is written, and the running level's progress (a bar
     on a terminal, a plain line every ten seconds otherwise), until the runner ends."""
@@ -176,6 +202,7 @@ def _follow(run: RunDir, stream: TextIO) -> None:
 
     printer = ProgressPrinter(stream)
     seen = 0
+    owner_missing_since: float | None = None
     try:
         while True:
             lines = run.read_jsonl("levels.jsonl")
@@ -192,7 +219,13 @@ def _follow(run: RunDir, stream: TextIO) -> None:
                 printer.event(f"{level.cell}: level {level.level + 1} {status}{why}")
             seen = len(lines)
             if run.owner_alive() is None:
-                break
+                now = time.monotonic()
+                owner_missing_since = owner_missing_since or now
+                if not _runner_may_come(run, now - owner_missing_since):
+                    break
+                time.sleep(0.2)
+                continue
+            owner_missing_since = None
             progress = run_row(run.path).progress
             if progress is not None:
                 printer.progress(progress)
