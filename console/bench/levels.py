@@ -24,7 +24,7 @@ from console.bench.timed_send import TimedSender, can_send_timed
 from console.bench.workload import Prompt, PromptSource, Workload
 from console.core.auth import bearer_from_env
 from console.core.http import JSON_MAX_BYTES, METRICS_MAX_BYTES, get_capped, request_capped
-from console.telemetry.prometheus import MetricsParseError, parse
+from console.telemetry.prometheus import MetricsParseError, MetricsSnapshot, parse
 from console.topology.placement import Plan
 
 T = TypeVar("T")
@@ -49,6 +49,8 @@ COUNTERS_DEADLINE_S = 10.0
 STOPPED_COUNTERS_DEADLINE_S = 0.5
 FLUSH_DEADLINE_S = 90.0
 
+GATEWAY_WORKER_LABEL = "worker_addr"
+"""The label smg's /engine_metrics puts on each worker's series."""
 COUNTER_NAMES = frozenset(
     {
         "sglang:spec_verify_calls_total",
@@ -129,14 +131,21 @@ async def read_counters(
     client: httpx.AsyncClient, url: str, *, deadline_s: float = COUNTERS_DEADLINE_S
 ) -> Counters | None:
     """The counters acceptance and throughput are computed from, and the live gauge; None
-    when /metrics does not answer with them."""
-    try:
-        response = await get_capped(
-            client, f"{url}/metrics", deadline_s=deadline_s, max_bytes=METRICS_MAX_BYTES
-        )
-        snapshot = parse(response.text, COUNTER_NAMES) if response.status_code == 200 else None
-    except (httpx.HTTPError, MetricsParseError):
-        snapshot = None
+    when neither /metrics nor, for SGLang's model gateway, /engine_metrics answers with them.
+
+    smg serves no SGLang counters on /metrics; its /engine_metrics is every worker's
+    /metrics with a `worker_addr` label, summed here, with the workers named so that a level
+    whose workers changed between its readings gets no increase."""
+    started = time.monotonic()
+    snapshot = await _read_snapshot(client, f"{url}/metrics", deadline_s)
+    workers: tuple[str, ...] = ()
+    if snapshot is None or snapshot.total("sglang:generation_tokens_total") is None:
+        left = deadline_s - (time.monotonic() - started)
+        gateway = await _read_snapshot(client, f"{url}/engine_metrics", left) if left > 0 else None
+        if gateway is not None:
+            workers = _worker_addrs(gateway)
+            if workers:
+                snapshot = gateway
     if snapshot is None:
         return None
     gauges = [v for v in snapshot.values("sglang:spec_accept_length") if v > 0]
@@ -146,7 +155,29 @@ async def read_counters(
         decode_tokens=snapshot.total("sglang:realtime_tokens_total", mode="decode"),
         requests=snapshot.total("sglang:num_requests_total"),
         accept_length_gauge=sum(gauges) / len(gauges) if gauges else None,
+        workers=workers,
     )
+
+
+async def _read_snapshot(
+    client: httpx.AsyncClient, url: str, deadline_s: float
+) -> MetricsSnapshot | None:
+    try:
+        response = await get_capped(client, url, deadline_s=deadline_s, max_bytes=METRICS_MAX_BYTES)
+        return parse(response.text, COUNTER_NAMES) if response.status_code == 200 else None
+    except (httpx.HTTPError, MetricsParseError):
+        return None
+
+
+def _worker_addrs(snapshot: MetricsSnapshot) -> tuple[str, ...]:
+    """The `worker_addr` labels of a gateway's counters (empty: not a gateway's text)."""
+    found = {
+        labels[GATEWAY_WORKER_LABEL]
+        for series in snapshot.samples.values()
+        for labels, _ in series
+        if GATEWAY_WORKER_LABEL in labels
+    }
+    return tuple(sorted(found))
 
 
 async def flush_cache(client: httpx.AsyncClient, target: Target) -> str | None:

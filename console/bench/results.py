@@ -99,25 +99,51 @@ class Counters:
     requests: float | None = None
     accept_length_gauge: float | None = None
     """`sglang:spec_accept_length` (mean over the server's ranks that report one)."""
+    workers: tuple[str, ...] = ()
+    """Through SGLang's model gateway: the workers (`worker_addr`) whose `/engine_metrics`
+    counters are summed here; empty for one server's own `/metrics`."""
 
-    def to_json(self) -> dict[str, float | None]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+    def to_json(self) -> dict[str, float | list[str] | None]:
+        data: dict[str, float | list[str] | None] = {
+            name: getattr(self, name) for name in COUNTER_FIELDS
+        }
+        if self.workers:
+            data["workers"] = list(self.workers)
+        return data
 
     @classmethod
     def from_json(cls, data: object) -> Counters | None:
         """None for a level whose counters could not be read (`{}` on disk)."""
         if not isinstance(data, Mapping) or not data:
             return None
-        return cls(**{f.name: _opt_float(data.get(f.name)) for f in fields(cls)})
+        workers = data.get("workers")
+        return cls(
+            **{name: _opt_float(data.get(name)) for name in COUNTER_FIELDS},
+            workers=tuple(w for w in workers if isinstance(w, str))
+            if isinstance(workers, list)
+            else (),
+        )
 
     def delta(self, after: Counters | None, name: str) -> float | None:
-        """`after - self` for one counter; None when either is missing or it went back
-        (a server restarted between the readings)."""
+        """`after - self` for one counter; None when either is missing, it went back (a
+        server restarted between the readings), or a gateway's workers changed between them
+        (a sum over other workers is no increase)."""
         a = getattr(self, name)
         b = None if after is None else getattr(after, name)
         if a is None or b is None or b < a:
             return None
+        if after is not None and after.workers != self.workers:
+            return None
         return float(b - a)
+
+
+COUNTER_FIELDS = (
+    "spec_verify_calls",
+    "generation_tokens",
+    "decode_tokens",
+    "requests",
+    "accept_length_gauge",
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

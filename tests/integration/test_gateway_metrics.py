@@ -4,10 +4,14 @@ SGLang server told to start with --enable-metrics, and each replica's figures co
 
 from __future__ import annotations
 
+import asyncio
 import json
 
+import httpx
 import pytest
 
+from console.bench.levels import read_counters
+from console.bench.results import Counters
 from console.core.net import free_port
 from tests.integration.test_gateway import (
     LAYOUT,
@@ -44,3 +48,30 @@ def test_metrics_reads_the_replicas_through_the_gateway() -> None:
         assert servers[rid]["metrics_source"]["state"] == "ok", servers.get(rid)
         assert servers[rid]["state"] == "ready"
         assert servers[rid]["running"] is not None, servers[rid]
+
+    # A benchmark level's counters through the gateway: /engine_metrics summed over both
+    # workers, equal to the replicas' own /metrics summed (smg has no SGLang /metrics).
+    for _ in range(2):
+        answer = httpx.post(
+            f"http://127.0.0.1:{port}/generate",
+            json={"text": "hello", "sampling_params": {"max_new_tokens": 8}},
+            timeout=30,
+        )
+        assert answer.status_code == 200, answer.text
+    through, direct = asyncio.run(_counters(f"http://127.0.0.1:{port}", urls))
+    assert through is not None
+    assert through.workers == tuple(urls)
+    assert all(c is not None for c in direct)
+    total = sum(c.generation_tokens or 0 for c in direct if c is not None)
+    assert total > 0
+    assert through.generation_tokens == total
+    assert through.requests == sum(c.requests or 0 for c in direct if c is not None)
+
+
+async def _counters(
+    gateway: str, workers: list[str]
+) -> tuple[Counters | None, list[Counters | None]]:
+    async with httpx.AsyncClient() as client:
+        through = await read_counters(client, gateway)
+        direct = [await read_counters(client, url) for url in workers]
+    return through, direct
