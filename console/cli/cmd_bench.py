@@ -226,22 +226,10 @@ def _bench(args: argparse.Namespace) -> int:
     if args.detach:
         return rc.report_detached(args, detach(run))
     rc.say(args, f"run {run.run_id} -> {run.path}")
-    from console.bench import workers
-    from console.server.gateway_plan import is_gateway
-
     # Through a gateway ddconsole launched: each worker's share, from its /engine_metrics.
-    # Only then: a --url server is not asked before the run's signal handling is in place
-    # (a server that never answers would hold Ctrl-C off for the read's timeout).
-    fixed = cell.fixed
-    gateway = (
-        workers.read_gateway(fixed.url, fixed.headers)
-        if fixed is not None and fixed.plan is not None and is_gateway(fixed.plan)
-        else None
-    )
+    gateway = runner.gateway_before([cell])
     code = runner.run_in_process(
         args, services, run, request, resume_hint=f"results so far are in {run.path}", cells=[cell]
     )
-    shares = workers.finish(gateway, run.path, fixed.headers if fixed is not None else None)
-    if shares is not None:
-        rc.say(args, shares)
+    runner.gateway_after(args, run, gateway, [cell])
     return code

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from console.bench.campaign import CampaignRunner, CellPlan, RunOptions
     from console.bench.request import BenchRequest, CampaignRequest, RunRequest
     from console.bench.rundir import RunDir
+    from console.bench.workers import GatewayReading
     from console.cli.progress_line import ProgressPrinter
     from console.cli.services import Services
 
@@ -235,8 +237,39 @@ def _run_request(args: argparse.Namespace) -> int:
             run.update_meta(lambda meta: dataclasses.replace(meta, status="failed", error=why))
         raise
     rc.say(args, f"run {run.run_id} -> {run.path}")
+    gateway = gateway_before(runner.cells)
     try:
         status = rc.execute(args, runner)
     finally:
         printer.close()
-    return rc.finish(args, run, status, resume_hint(services, run, request))
+    code = rc.finish(args, run, status, resume_hint(services, run, request))
+    gateway_after(args, run, gateway, runner.cells)
+    return code
+
+
+def gateway_before(cells: Sequence[CellPlan]) -> GatewayReading | None:
+    """A benchmark through a gateway ddconsole launched: its workers' counters now (read
+    again after the run for `workers.json`); None for anything else. Only then: a --url
+    server is not asked before the run's signal handling is in place (a server that never
+    answers would hold Ctrl-C off for the read's timeout)."""
+    from console.bench import workers
+    from console.server.gateway_plan import is_gateway
+
+    fixed = cells[0].fixed if len(cells) == 1 else None
+    if fixed is None or fixed.plan is None or not is_gateway(fixed.plan):
+        return None
+    return workers.read_gateway(fixed.url, fixed.headers)
+
+
+def gateway_after(
+    args: argparse.Namespace, run: RunDir, before: GatewayReading | None, cells: Sequence[CellPlan]
+) -> None:
+    """Each worker's share of the run through its gateway: `workers.json`, and the table."""
+    from console.bench import workers
+
+    if before is None:
+        return
+    fixed = cells[0].fixed if cells else None
+    shares = workers.finish(before, run.path, fixed.headers if fixed is not None else None)
+    if shares is not None:
+        rc.say(args, shares)

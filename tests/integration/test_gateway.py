@@ -166,6 +166,28 @@ def test_replicas_behind_the_gateway_bench_per_worker_kill_and_down() -> None:
     assert 0 < shares["total_output_tok_s"] <= measured_rate * total / sent * 1.01, shares
     assert abs(sum(w["share"] for w in by_worker.values()) - 1) < 0.01
 
+    # A detached benchmark (as the TUI starts one): its runner writes workers.json too.
+    detached = dd(
+        "bench",
+        "--server",
+        gateway_id,
+        "--concurrency",
+        "4",
+        "--requests",
+        "8",
+        "--output-len",
+        str(OUTPUT_LEN),
+        "--detach",
+        "--json",
+    )
+    assert detached.returncode == 0, detached.stdout + detached.stderr
+    detached_dir = Path(json.loads(detached.stdout)["run_dir"])
+    followed = dd("runs", "show", detached_dir.name, "--follow", timeout=180)
+    assert followed.returncode == 0, followed.stdout + followed.stderr
+    detached_shares = json.loads((detached_dir / "workers.json").read_text())
+    assert sorted(w["worker_addr"] for w in detached_shares["workers"]) == urls
+    assert detached_shares["measured_requests"] == 8
+
     # SIGKILL one replica: the watcher takes it out of the gateway within 2 s.
     victim = replicas[1]
     killed = time.monotonic()
