@@ -37,6 +37,7 @@ KIND_BY_METAVAR = {
     "RUN_DIR": "dir",
 }
 KIND_BY_VERB = {("profiles show", "name"): "profile", ("profiles check", "name"): "profile"}
+KIND_BY_OPTION = {"--host": "host"}
 
 
 @dataclass
@@ -210,12 +211,24 @@ def runs(context: Context) -> list[str]:
         return []
 
 
+def hosts(context: Context) -> list[str]:
+    """The host names of hosts.toml (`local` first); none from a damaged file."""
+    from console.core.errors import ConsoleError
+    from console.fleet.hosts import load_hosts
+
+    try:
+        return [host.name for host in load_hosts()]
+    except ConsoleError:
+        return []
+
+
 SOURCES: dict[str, Callable[[Context], list[str]]] = {
     "profile": profiles,
     "layout": layouts,
     "variant": variants,
     "server": servers,
     "run": runs,
+    "host": hosts,
     "file": lambda context: [FILES],
     "dir": lambda context: [DIRS],
 }
@@ -225,8 +238,11 @@ def _kind(context: Context, action: argparse.Action) -> str | None:
     explicit = getattr(action, "complete", None)
     if isinstance(explicit, str):
         return explicit
+    by_option = next(
+        (KIND_BY_OPTION[o] for o in action.option_strings if o in KIND_BY_OPTION), None
+    )
     by_verb = KIND_BY_VERB.get((" ".join(context.path), action.dest))
-    return by_verb or KIND_BY_METAVAR.get(str(action.metavar))
+    return by_option or by_verb or KIND_BY_METAVAR.get(str(action.metavar))
 
 
 def _values(context: Context, action: argparse.Action) -> list[str]:

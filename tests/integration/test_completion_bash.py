@@ -186,3 +186,16 @@ def test_the_helper_never_prints_a_traceback(isolated_dirs: Path):
     assert result.returncode == 0
     assert result.stderr == ""
     assert result.stdout == ""
+
+
+def test_host_names_from_the_hosts_file(script: Path, user_profiles: Path):
+    (user_profiles.parent / "hosts.toml").write_text(
+        '[[host]]\nname = "alpha"\ntarget = "ops@gpu2.lan:22"\n\n'
+        '[[host]]\nname = "beta"\ntarget = "gpu3"\n'
+    )
+    assert complete(script, "--host", "") == ["local", "alpha", "beta"]
+    assert complete(script, "--host", "al") == ["alpha"]
+    assert {"plan", "profiles", "ps"} <= set(complete(script, "--host", "alpha", "p"))
+    # A damaged hosts file completes nothing, and no traceback reaches the shell.
+    (user_profiles.parent / "hosts.toml").write_text("[[host]\n")
+    assert complete(script, "--host", "") == []
