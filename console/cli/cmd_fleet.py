@@ -23,7 +23,8 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="one look at every host of hosts.toml: GPUs busy, servers, tok/s, sources",
         description="Reads every host of $XDG_CONFIG_HOME/ddconsole/hosts.toml (and this "
-        "one, `local`) over its SSH link with `ddconsole metrics --watch --json` there, and "
+        "one, `local`) over its SSH link with `ddconsole metrics --watch --json` there (through "
+        "its Prometheus where hosts.toml names one: `via URL`), and "
         "prints each host's first reading, or why it has none (the reason). Exits 0 when "
         "every host is up, 1 when any is not.",
     )
@@ -71,15 +72,16 @@ def _fleet(args: argparse.Namespace) -> int:
             await asyncio.wait_for(fleet.stop(), 15)
 
     summaries = asyncio.run(look())
+    via = {host.name: host.prometheus for host in fleet.hosts}
     if args.json:
         print_json(
             {
                 "schema_version": FLEET_SCHEMA_VERSION,
-                "hosts": [summary.to_json() for summary in summaries],
+                "hosts": [{**s.to_json(), "via": via.get(s.name)} for s in summaries],
             }
         )
     else:
-        _print(summaries)
+        _print(summaries, via)
     return 0 if all(s.state == "up" for s in summaries) else 1
 
 
@@ -103,16 +105,17 @@ def _unsettled(summary: HostSummary, link_state: str, waited_s: float) -> HostSu
     return dataclasses.replace(summary, reason=why)
 
 
-def _print(summaries: Sequence[HostSummary]) -> None:
+def _print(summaries: Sequence[HostSummary], via: dict[str, str | None]) -> None:
     from console.cli.render import table
 
     rows = []
     for s in summaries:
         bad = [src for src in s.sources if src.state != "ok"]
+        prometheus = via.get(s.name)
         rows.append(
             [
                 s.name,
-                s.target,
+                s.target if prometheus is None else f"{s.target} via {prometheus}",
                 s.state,
                 f"{s.gpus_busy}/{s.gpus_total}" if s.gpus_total is not None else "-",
                 f"{s.servers_ready}/{len(s.servers)}" if s.age_s is not None else "-",

@@ -49,7 +49,14 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         metavar="URL",
         help="read SGLang servers and GPUs (DCGM exporter, nvitop-exporter) through this "
         "Prometheus server instead of this host: rates over the last --interval seconds "
-        "(at least four scrape intervals); --once answers at once",
+        "(at least four scrape intervals); --once answers at once; a scrape target on a "
+        "managed server's port is listed as that server",
+    )
+    parser.add_argument(
+        "--prometheus-match",
+        metavar="MATCHERS",
+        help="with --prometheus: only the series and targets these PromQL label matchers "
+        "select, e.g. '{instance=~\"gpu2(:[0-9]+)?\"}' (one Prometheus serving several hosts)",
     )
     parser.add_argument("--json", action="store_true")
     parser.set_defaults(handler=_metrics)
@@ -66,6 +73,8 @@ def _metrics(args: argparse.Namespace) -> int:
     for url in args.url:
         if not url.startswith(("http://", "https://")):
             raise UsageError(f"--url {url}: give a full URL such as http://127.0.0.1:30000")
+    if args.prometheus_match is not None and args.prometheus is None:
+        raise UsageError("--prometheus-match selects within a Prometheus: give --prometheus URL")
     if args.prometheus is not None:
         from console.cli.prom_metrics import run_prometheus
 

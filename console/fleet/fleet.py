@@ -207,8 +207,14 @@ class Fleet:
         self._changed(hs)
         return True
 
+    def stream_args(self, host: Host) -> list[str]:
+        """The `metrics` command a host's stream runs there (through the host's Prometheus
+        when hosts.toml names one)."""
+        watch = ["metrics", "--watch", "--json", "--interval", f"{self.interval_s:g}"]
+        return [*watch, *host.metrics_args()]
+
     async def _watch(self, hs: _HostState) -> None:
-        args = self._args(["metrics", "--watch", "--json", "--interval", f"{self.interval_s:g}"])
+        args = self._args(self.stream_args(hs.host))
         delay = self.backoff_initial_s
         lived_enough = max(self.backoff_max_s, 10 * self.interval_s)
         while True:

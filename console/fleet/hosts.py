@@ -4,9 +4,12 @@
     name = "gpu2"                        # what --host and the fleet view call it
     target = "ops@gpu2.lan:22"           # "local", user@host:port, or a ~/.ssh/config alias
     ddconsole = "/opt/dd/bin/ddconsole"  # the command on that host (default "ddconsole")
+    prometheus = "http://prom:9090"      # optional: read its servers and GPUs through this
+    prometheus_match = '{instance=~"gpu2(:[0-9]+)?"}'  # optional: only these series, targets
 
 `local` (this machine, no SSH) is always there, first, whether the file names it or not. A
-damaged file is a UsageError naming the file, the host and the field.
+damaged file is a UsageError naming the file, the host and the field. Two hosts reading one
+Prometheus must each name a different `prometheus_match`, or both would count its figures.
 """
 
 from __future__ import annotations
@@ -15,16 +18,18 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from console.core.errors import UsageError
 from console.core.paths import config_dir
+from console.telemetry.prom_match import parse_matchers
 
 LOCAL = "local"
 """The name and the target of this machine."""
 DEFAULT_DDCONSOLE = "ddconsole"
 MAX_HOSTS_BYTES = 1 << 20
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
-_FIELDS = ("name", "target", "ddconsole")
+_FIELDS = ("name", "target", "ddconsole", "prometheus", "prometheus_match")
 
 
 @dataclass(frozen=True)
@@ -36,10 +41,25 @@ class Host:
     ddconsole: str = DEFAULT_DDCONSOLE
     """The remote command line that runs ddconsole there (a shell word list: a path, or a
     path with options such as `--demo`)."""
+    prometheus: str | None = None
+    """The Prometheus the host's telemetry is read through (its URL as seen from the host),
+    None to read the host itself."""
+    prometheus_match: str | None = None
+    """A PromQL matcher set (`{instance=~"gpu2.*"}`, normalised) ANDed into every query, so
+    one Prometheus serving several hosts is split between them."""
 
     @property
     def is_local(self) -> bool:
         return self.target == LOCAL
+
+    def metrics_args(self) -> list[str]:
+        """The options `metrics` takes on that host to read through its Prometheus."""
+        if self.prometheus is None:
+            return []
+        args = ["--prometheus", self.prometheus]
+        if self.prometheus_match is not None:
+            args += ["--prometheus-match", self.prometheus_match]
+        return args
 
 
 LOCAL_HOST = Host(LOCAL)
@@ -123,7 +143,41 @@ def load_hosts(path: Path | None = None) -> list[Host]:
                 f"{path}: host {host.name!r}: name: given twice", hint="host names are unique"
             )
         hosts.append(host)
+    _refuse_shared_prometheus(path, hosts)
     return hosts
+
+
+def _refuse_shared_prometheus(path: Path, hosts: list[Host]) -> None:
+    """Two hosts reading one Prometheus with no matcher (or the same one) would both list
+    every server it scrapes: their figures would be counted twice."""
+    seen: dict[str, Host] = {}
+    for host in hosts:
+        if host.prometheus is None:
+            continue
+        key = host.prometheus.rstrip("/").lower()
+        other = seen.get(key)
+        if other is not None and (
+            other.prometheus_match is None
+            or host.prometheus_match is None
+            or other.prometheus_match == host.prometheus_match
+        ):
+            raise UsageError(
+                f"{path}: host {host.name!r}: prometheus: {host.prometheus} is host "
+                f"{other.name!r}'s too, and {_split_by(other, host)}: every figure would be "
+                "counted twice",
+                hint="give each a prometheus_match selecting its own targets, e.g. "
+                f"prometheus_match = '{{instance=~\"{host.name}(:[0-9]+)?\"}}'",
+            )
+        seen.setdefault(key, host)
+
+
+def _split_by(a: Host, b: Host) -> str:
+    if a.prometheus_match is None and b.prometheus_match is None:
+        return "neither names a prometheus_match"
+    if a.prometheus_match == b.prometheus_match:
+        return f"both name prometheus_match {a.prometheus_match}"
+    alone = a if a.prometheus_match is None else b
+    return f"{alone.name!r} names no prometheus_match"
 
 
 _EXAMPLE = '[[host]]\n  name = "gpu2"\n  target = "user@gpu2:22"'
@@ -162,7 +216,48 @@ def _host(path: Path, index: int, entry: dict[str, object]) -> Host:
             f"{where}: ddconsole: must be the command that runs ddconsole there "
             '(e.g. "/opt/ddconsole/.venv/bin/ddconsole")'
         )
-    return Host(name, target, command.strip())
+    raw_url = entry.get("prometheus")
+    prometheus: str | None = None
+    if raw_url is not None:
+        url_problem = prometheus_url_problem(raw_url)
+        if url_problem is not None:
+            raise UsageError(f"{where}: prometheus: {url_problem}")
+        prometheus = str(raw_url).strip()
+    raw_match = entry.get("prometheus_match")
+    match: str | None = None
+    if raw_match is not None:
+        if prometheus is None:
+            raise UsageError(
+                f"{where}: prometheus_match: given without prometheus",
+                hint='name the Prometheus server it selects from: prometheus = "http://..."',
+            )
+        if not isinstance(raw_match, str):
+            raise UsageError(
+                f"{where}: prometheus_match: must be a string such as "
+                f"'{{instance=~\"{name}(:[0-9]+)?\"}}' (got {raw_match!r})"
+            )
+        try:
+            match = parse_matchers(raw_match).text
+        except ValueError as exc:
+            raise UsageError(f"{where}: prometheus_match: {raw_match!r}: {exc}") from exc
+    return Host(name, target, command.strip(), prometheus, match)
+
+
+def prometheus_url_problem(url: object) -> str | None:
+    """Why `url` is not a Prometheus server's http(s) URL; None when it is one."""
+    if not isinstance(url, str):
+        return f'must be a string such as "http://prom:9090" (got {url!r})'
+    text = url.strip()
+    try:
+        parts = urlsplit(text)
+        _ = parts.port  # a port out of range raises ValueError
+    except ValueError as exc:
+        return f"{text!r}: {exc}"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"{text!r}: give a full URL such as http://prom:9090"
+    if any(ch.isspace() for ch in text) or parts.query or parts.fragment:
+        return f"{text!r}: give the server's base URL (no spaces, query or fragment)"
+    return None
 
 
 def find_host(hosts: list[Host], name: str, path: Path | None = None) -> Host:

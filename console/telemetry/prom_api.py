@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -59,6 +59,8 @@ class Target:
     last_error: str
     scrape_url: str
     scrape_interval_s: float | None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """Every target label after relabelling (what a matcher set is applied to)."""
 
 
 def _data(body: object) -> Any:
@@ -174,6 +176,7 @@ def parse_targets(body: object) -> list[Target]:
                 last_error=str(item.get("lastError") or ""),
                 scrape_url=str(item.get("scrapeUrl", "")),
                 scrape_interval_s=parse_duration_s(item.get("scrapeInterval")),
+                labels={str(k): str(v) for k, v in labels.items()},
             )
         )
     return out

@@ -21,12 +21,14 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import Callable, Iterable, Sequence
 
 import httpx
 
 from console.telemetry.dp_ranks import by_rank
 from console.telemetry.keys import SourceId
 from console.telemetry.prom_api import PrometheusApi, PrometheusError, Series, Target
+from console.telemetry.prom_match import ManagedEndpoint, MatcherSet, map_targets, scoped
 from console.telemetry.prom_names import GPU_SELECTOR, GpuReading, gpu_readings
 from console.telemetry.prometheus import Histogram, MetricsSnapshot
 from console.telemetry.quantile import Quantile, histogram_quantile
@@ -68,28 +70,28 @@ def promql_duration(seconds: float) -> str:
     return f"{max(1, round(seconds * 1000))}ms"
 
 
-def gauges_query() -> str:
-    return '{__name__=~"' + "|".join(WATCHED_GAUGES) + '"}'
+def gauges_query(matchers: MatcherSet | None = None) -> str:
+    return scoped('{__name__=~"' + "|".join(WATCHED_GAUGES) + '"}', matchers)
 
 
 def rate_query(selector: str, window_s: float, by: str = "instance") -> str:
     return f"sum by ({by}) (rate({selector}[{promql_duration(window_s)}]))"
 
 
-def bucket_query(histogram: str, window_s: float) -> str:
-    return f"sum by (instance, le) (increase({histogram}_bucket[{promql_duration(window_s)}]))"
+def bucket_query(histogram: str, window_s: float, matchers: MatcherSet | None = None) -> str:
+    selector = scoped(f"{histogram}_bucket", matchers)
+    return f"sum by (instance, le) (increase({selector}[{promql_duration(window_s)}]))"
 
 
-def gpu_history_query() -> str:
+def gpu_history_query(matchers: MatcherSet | None = None) -> str:
     """Every GPU an exporter reported within HISTORY_S, by instance and index label."""
-    return (
-        'group by (instance, gpu, index) (last_over_time({__name__=~"'
-        f'{GPU_PRESENCE}"}}[{HISTORY_S}s]))'
-    )
+    selector = scoped('{__name__=~"' + GPU_PRESENCE + '"}', matchers)
+    return f"group by (instance, gpu, index) (last_over_time({selector}[{HISTORY_S}s]))"
 
 
-def history_query() -> str:
-    return f'group by (instance) (last_over_time({{__name__=~"{SERVER_SIGNS}"}}[{HISTORY_S}s]))'
+def history_query(matchers: MatcherSet | None = None) -> str:
+    selector = scoped('{__name__=~"' + SERVER_SIGNS + '"}', matchers)
+    return f"group by (instance) (last_over_time({selector}[{HISTORY_S}s]))"
 
 
 def target_state(target: Target | None, has_series: bool) -> tuple[SourceState, str | None]:
@@ -166,10 +168,22 @@ class PrometheusSource:
         interval_s: float = 1.0,
         window_s: float | None = None,
         deadline_s: float = 2.0,
+        matchers: MatcherSet | None = None,
+        managed: Callable[[], Sequence[ManagedEndpoint]] | None = None,
+        local_names: Iterable[str] = (),
     ) -> None:
         """`window_s`: the rate window wanted (default `interval_s`); it is widened to
-        RATE_SCRAPES scrape intervals where Prometheus scrapes less often."""
+        RATE_SCRAPES scrape intervals where Prometheus scrapes less often. `matchers`: only
+        the series and targets these select. `managed`: this host's managed servers (a
+        cheap call, asked every poll); a target on one's port here reports under its id,
+        and a live one no target scrapes is listed unavailable. `local_names`: this host's
+        names and addresses besides loopback ones."""
         self.url = url.rstrip("/")
+        self.matchers = matchers
+        self.managed = managed
+        self.local_names = tuple(local_names)
+        self.mapped: dict[str, str] = {}
+        """Scrape instance -> the managed server it is (reported under that id)."""
         self.api = PrometheusApi(url, client, deadline_s=deadline_s)
         self.interval_s = interval_s
         self.window_s = window_s if window_s is not None else interval_s
@@ -194,21 +208,22 @@ class PrometheusSource:
     async def poll(self, now: float) -> PollResult:
         at = time.time()
         try:
-            targets = await self.api.targets()
+            targets = self.scoped_targets(await self.api.targets())
             window = self.rate_window(targets)
             latency_window = max(LATENCY_WINDOW_S, RATE_SCRAPES * (self.scrape_interval_s or 0))
+            m = self.matchers
             queries = [
-                gauges_query(),
-                history_query(),
-                GPU_SELECTOR,
-                gpu_history_query(),
+                gauges_query(m),
+                history_query(m),
+                scoped(GPU_SELECTOR, m),
+                gpu_history_query(m),
                 rate_query(
-                    'sglang:realtime_tokens_total{mode="decode",dp_rank!=""}',
+                    scoped('sglang:realtime_tokens_total{mode="decode",dp_rank!=""}', m),
                     window,
                     "instance, dp_rank",
                 ),
-                *(rate_query(selector, window) for selector in COUNTER_RATES.values()),
-                *(bucket_query(name, latency_window) for name in HISTOGRAMS.values()),
+                *(rate_query(scoped(selector, m), window) for selector in COUNTER_RATES.values()),
+                *(bucket_query(name, latency_window, m) for name in HISTOGRAMS.values()),
             ]
             answers = await asyncio.gather(*(self.api.query(q, at) for q in queries))
         except PrometheusError as exc:
@@ -225,15 +240,37 @@ class PrometheusSource:
         self._gpu_samples(result, now, targets, gpus, gpu_history)
         return result
 
+    def scoped_targets(self, targets: list[Target]) -> list[Target]:
+        """The targets the matcher set selects (all without one)."""
+        if self.matchers is None:
+            return targets
+        return [t for t in targets if self.matchers.matches(t.labels)]
+
+    def server_id(self, instance: str) -> str:
+        """The id an instance's figures are reported under: its managed server's, or itself."""
+        return self.mapped.get(instance, instance)
+
+    def _managed_now(self) -> list[ManagedEndpoint]:
+        if self.managed is None:
+            return []
+        return list(self.managed())
+
+    def _unscraped(self, managed: list[ManagedEndpoint]) -> list[str]:
+        """The live managed servers no target maps to."""
+        taken = set(self.mapped.values())
+        return [e.server_id for e in managed if e.live and e.server_id not in taken]
+
     def _unreachable(self, reason: str) -> PollResult:
+        ids = [self.server_id(i) for i in self.instances]
+        ids += [i for i in self._unscraped(self._managed_now()) if i not in ids]
         statuses = [
             SourceStatus(
-                name=SourceId.server(instance),
+                name=SourceId.server(server_id),
                 state=SourceState.STALE,
                 reason=reason,
-                last_ok_mono=self._last_ok.get(SourceId.server(instance)),
+                last_ok_mono=self._last_ok.get(SourceId.server(server_id)),
             )
-            for instance in self.instances
+            for server_id in ids
         ]
         statuses.append(
             SourceStatus(name=SourceId.GPUS, state=SourceState.UNAVAILABLE, reason=reason)
@@ -259,9 +296,24 @@ class PrometheusSource:
         seen = {s.labels.get("instance", "") for s in history} | current | set(self.instances)
         seen.discard("")
         self.instances = sorted(seen)
+        managed = self._managed_now()
+        self.mapped = map_targets(
+            {*self.instances, *(t.instance for t in targets)},
+            managed,
+            prometheus_url=self.url,
+            local_names=self.local_names,
+        )
+        for server_id in self._unscraped(managed):
+            result.statuses.append(
+                SourceStatus(
+                    name=SourceId.server(server_id),
+                    state=SourceState.UNAVAILABLE,
+                    reason=f"not scraped by Prometheus {self.url}",
+                )
+            )
         by_target = {t.instance: t for t in targets}
         for instance in self.instances:
-            source = SourceId.server(instance)
+            source = SourceId.server(self.server_id(instance))
             state, reason = target_state(by_target.get(instance), instance in current)
             if state is SourceState.STALE or instance not in current:
                 result.statuses.append(
@@ -286,12 +338,15 @@ class PrometheusSource:
                 SourceStatus(name=source, state=state, reason=reason, last_ok_mono=now)
             )
             result.samples.append(
-                self._server_sample(instance, now, snapshot, rates, rank_rates, buckets, window)
+                self._server_sample(
+                    instance, source.name, now, snapshot, rates, rank_rates, buckets, window
+                )
             )
 
     def _server_sample(
         self,
         instance: str,
+        server_id: str,
         now: float,
         snapshot: MetricsSnapshot,
         rates: dict[str, list[Series]],
@@ -334,8 +389,8 @@ class PrometheusSource:
 
         return ServerSample(
             t_mono=now,
-            source=SourceId.server(instance),
-            server_id=instance,
+            source=SourceId.server(server_id),
+            server_id=server_id,
             decode_tok_s=rate("decode"),
             finished_tok_s=rate("generation"),
             requests_s=rate("requests"),
@@ -514,15 +569,20 @@ def gpu_sample(reading: GpuReading, index: int, now: float) -> GpuSample:
     )
 
 
-def history_queries(window_s: float) -> dict[str, str]:
+def history_queries(window_s: float, matchers: MatcherSet | None = None) -> dict[str, str]:
     """The server series a backfill draws, by ServerSample field. `{priority=""}` also
     matches series without the label: per-priority breakdowns are left out, as the live
     readings leave them out."""
+
+    def total(name: str) -> str:
+        return scoped(name + '{priority=""}', matchers)
+
+    decode = scoped('sglang:realtime_tokens_total{mode="decode"}', matchers)
     return {
-        "decode_tok_s": rate_query('sglang:realtime_tokens_total{mode="decode"}', window_s),
-        "running": 'sum by (instance) (sglang:num_running_reqs{priority=""})',
-        "queued": 'sum by (instance) (sglang:num_queue_reqs{priority=""})',
-        "accept_length": 'avg by (instance) (sglang:spec_accept_length{priority=""} > 0)',
+        "decode_tok_s": rate_query(decode, window_s),
+        "running": f"sum by (instance) ({total('sglang:num_running_reqs')})",
+        "queued": f"sum by (instance) ({total('sglang:num_queue_reqs')})",
+        "accept_length": f"avg by (instance) ({total('sglang:spec_accept_length')} > 0)",
     }
 
 
@@ -539,16 +599,18 @@ async def backfill(
     a point every `step_s`), on the store's monotonic clock, before the poller starts writing:
     the dashboard then opens with history instead of an empty chart. The points written."""
     wall = time.time() if now_wall is None else now_wall
-    targets = await source.api.targets()
+    targets = source.scoped_targets(await source.api.targets())
     written = 0
-    for field, expr in history_queries(source.rate_window(targets)).items():
+    queries = history_queries(source.rate_window(targets), source.matchers)
+    for field, expr in queries.items():
         for series in await source.api.query_range(expr, wall - span_s, wall, step_s):
             instance = series.labels.get("instance")
             if not instance or not series.points:
                 continue
             times = [now_mono - (wall - t) for t, _ in series.points]
             values = [_finite(v) for _, v in series.points]
-            store.extend(SourceId.server(instance).series(field), times, values)
+            server = SourceId.server(source.server_id(instance))
+            store.extend(server.series(field), times, values)
             written += len(times)
     store.commit()
     return written

@@ -2,8 +2,9 @@
 
 Every SGLang scrape target the PrometheusSource knows becomes a server row named by its
 `instance` (the store's key for its samples), ready while Prometheus scrapes it and
-unresponsive with Prometheus' own error when it cannot; the sources strip gets one line
-saying which Prometheus is read and how many of its targets are down.
+unresponsive with Prometheus' own error when it cannot; a target the source mapped to a
+managed server is that server's row already and gets none of its own. The sources strip
+gets one line saying which Prometheus is read and how many of its targets are down.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ def prometheus_views(source: PrometheusSource, store: TimeSeriesStore) -> list[S
     jobs = {t.instance: t.job for t in source.targets}
     views = []
     for instance in source.instances:
+        if instance in source.mapped:
+            continue  # listed as the managed server it is
         status = store.status(SourceId.server(instance))
         scraped = status is not None and status.state in (SourceState.OK, SourceState.DEGRADED)
         views.append(

@@ -146,3 +146,125 @@ def test_fleet_shows_an_unreachable_host_stale_with_the_reason(cli) -> None:
     assert "/8" in rows["local"]  # GPUS BUSY of the demo host's eight
     assert rows["gpu2"].split()[2] == "stale"
     assert "connection refused" in rows["gpu2"]
+
+
+# -- a Prometheus per host
+
+
+def test_a_host_read_through_prometheus_streams_metrics_from_it() -> None:
+    from console.fleet.fleet import Fleet
+
+    write(
+        '[[host]]\nname = "gpu2"\ntarget = "ops@gpu2"\nprometheus = "http://prom:9090/"\n'
+        "prometheus_match = '{ instance =~ \"gpu2(:[0-9]+)?\" }'\n"
+        '[[host]]\nname = "gpu3"\ntarget = "gpu3"\nprometheus = " http://prom:9090 "\n'
+        "prometheus_match = '{instance=~\"gpu3(:[0-9]+)?\"}'\n"
+        '[[host]]\nname = "gpu4"\ntarget = "gpu4"\nprometheus = "https://other:9090"\n'
+        '[[host]]\nname = "gpu5"\ntarget = "gpu5"\n'
+    )
+    hosts = {h.name: h for h in load_hosts()}
+    assert hosts["gpu2"].prometheus == "http://prom:9090/"
+    assert hosts["gpu2"].prometheus_match == '{instance=~"gpu2(:[0-9]+)?"}'  # normalised
+    assert hosts["gpu3"].prometheus == "http://prom:9090"
+    assert hosts["gpu4"].prometheus_match is None
+    fleet = Fleet(list(hosts.values()), interval_s=0.5)
+    assert fleet.stream_args(hosts["gpu2"]) == [
+        "metrics",
+        "--watch",
+        "--json",
+        "--interval",
+        "0.5",
+        "--prometheus",
+        "http://prom:9090/",
+        "--prometheus-match",
+        '{instance=~"gpu2(:[0-9]+)?"}',
+    ]
+    assert fleet.stream_args(hosts["gpu4"])[-2:] == ["--prometheus", "https://other:9090"]
+    assert fleet.stream_args(hosts["gpu5"]) == ["metrics", "--watch", "--json", "--interval", "0.5"]
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ('prometheus = "prom:9090"', ["host 'gpu2'", "prometheus", "full URL"]),
+        ('prometheus = "ftp://prom"', ["host 'gpu2'", "prometheus", "full URL"]),
+        ('prometheus = "http://prom:99999"', ["host 'gpu2'", "prometheus", "out of range"]),
+        ('prometheus = "http://prom:9090/?x=1"', ["host 'gpu2'", "prometheus", "query"]),
+        ("prometheus = 9090", ["host 'gpu2'", "prometheus", "must be a string"]),
+        (
+            "prometheus_match = '{job=\"a\"}'",
+            ["host 'gpu2'", "prometheus_match", "without prometheus"],
+        ),
+        (
+            'prometheus = "http://p:9090"\nprometheus_match = \'{instance=~"gpu2"\'',
+            ["host 'gpu2'", "prometheus_match", "not closed"],
+        ),
+        (
+            'prometheus = "http://p:9090"\nprometheus_match = \'{instance=~"(gpu2"}\'',
+            ["host 'gpu2'", "prometheus_match", "bad regex"],
+        ),
+        (
+            "prometheus = \"http://p:9090\"\nprometheus_match = '{instance=gpu2}'",
+            ["host 'gpu2'", "prometheus_match", "quoted"],
+        ),
+        (
+            'prometheus = "http://p:9090"\nprometheus_match = \'{instance=~".*"}\'',
+            ["host 'gpu2'", "prometheus_match", "select everything"],
+        ),
+        (
+            'prometheus = "http://p:9090"\nprometheus_match = 3',
+            ["host 'gpu2'", "prometheus_match", "must be a string"],
+        ),
+    ],
+)
+def test_bad_prometheus_fields_name_file_host_and_field(text: str, named: list[str]) -> None:
+    path = write(f'[[host]]\nname = "gpu2"\ntarget = "gpu2"\n{text}\n')
+    with pytest.raises(UsageError) as raised:
+        load_hosts()
+    message = str(raised.value)
+    assert message.startswith(str(path))
+    for word in named:
+        assert word in message, message
+
+
+@pytest.mark.parametrize(
+    ("match2", "match3", "why"),
+    [
+        (None, None, "neither names a prometheus_match"),
+        ('{instance="gpu2:9400"}', None, "'gpu3' names no prometheus_match"),
+        ('{job="gpus"}', '{ job = "gpus" }', 'both name prometheus_match {job="gpus"}'),
+    ],
+)
+def test_two_hosts_counting_one_prometheus_twice_are_refused(
+    match2: str | None, match3: str | None, why: str
+) -> None:
+    def host(name: str, match: str | None) -> str:
+        extra = f"prometheus_match = '{match}'\n" if match else ""
+        return (
+            f'[[host]]\nname = "{name}"\ntarget = "{name}"\nprometheus = "http://p:9090"\n{extra}'
+        )
+
+    path = write(host("gpu2", match2) + host("gpu3", match3))
+    with pytest.raises(UsageError) as raised:
+        load_hosts()
+    message = str(raised.value)
+    assert message.startswith(f"{path}: host 'gpu3': prometheus: http://p:9090 is host 'gpu2'")
+    assert why in message
+    assert "counted twice" in message
+    assert "prometheus_match" in (raised.value.hint or "")
+
+
+def test_the_fleet_table_says_via_which_prometheus(capsys: pytest.CaptureFixture[str]) -> None:
+    from console.cli.cmd_fleet import _print
+    from console.fleet.summary import HostSummary
+
+    def summary(name: str, target: str) -> HostSummary:
+        return HostSummary(name, target, "up", None, 1, 8, (), 0, 12.5, (), 0.4, None)
+
+    _print(
+        [summary("local", "local"), summary("gpu2", "ops@gpu2")],
+        {"local": None, "gpu2": "http://prom:9090"},
+    )
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    assert "ops@gpu2 via http://prom:9090" in rows["gpu2"]
+    assert "via" not in rows["local"]
