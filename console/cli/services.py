@@ -97,12 +97,23 @@ class Services:
             watch_gpus=self.prometheus is None,
             # Prometheus lists the servers it scrapes: a scan of this host would list them twice.
             external=False if self.prometheus is not None else None,
+            # A managed server Prometheus scrapes is reported under its id by the source.
+            direct_servers=self.prometheus is None,
         )
         if self.prometheus is not None:
+            from console.cli.prom_metrics import managed_endpoints
             from console.telemetry.prom_source import PrometheusSource
 
+            watcher = monitor.watcher
             monitor.poller.add(
-                PrometheusSource(self.prometheus, monitor.hub.client, interval_s=interval_s)
+                PrometheusSource(
+                    self.prometheus,
+                    monitor.hub.client,
+                    interval_s=interval_s,
+                    managed=None
+                    if watcher is None
+                    else (lambda: managed_endpoints(watcher.current)),
+                )
             )
         return monitor
 

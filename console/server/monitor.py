@@ -68,10 +68,14 @@ class Monitor:
         store: TimeSeriesStore | None = None,
         external: bool | None = None,
         external_scanner: ExternalScanner | None = None,
+        direct_servers: bool = True,
     ) -> None:
         """`external`: also watch SGLang servers ddconsole did not start (default: outside
         demo mode; the demo's host is simulated); `external_scanner` replaces the default
-        scanner (and implies `external`)."""
+        scanner (and implies `external`). `direct_servers` False: managed servers' states
+        are watched but their /metrics not read (another source, Prometheus, reports their
+        figures under their ids)."""
+        self.direct_servers = direct_servers
         self.manager = manager
         self.interval_s = interval_s
         self.hub = TelemetryHub(
@@ -174,6 +178,8 @@ class Monitor:
             for s in self.watcher.current
             if not s.state.terminal and s.pid is not None and not s.record.is_node
         }
+        if not self.direct_servers:
+            live = {}
         wanted = set(self._url_sources)
         # A gateway's replicas are read through its /engine_metrics, one read for all.
         gateways = gateway_workers(self.watcher.manager, set(live))

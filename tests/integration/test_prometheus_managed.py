@@ -5,13 +5,17 @@ still listed, with null figures and the reason."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
 import jsonschema
 import pytest
 
+from console.cli.services import Services
 from console.core.net import free_port
+from console.telemetry.samples import ServerSample
+from console.tui.views import ServerView
 from tests.conftest import REPO
 from tests.promproc import running_prometheus
 
@@ -59,6 +63,15 @@ def test_a_managed_server_prometheus_scrapes_is_listed_once(
             assert (target["instance"], target["server_id"]) == (instance, server)
             assert reading["prometheus"]["match"] is None
 
+            # The console on the same Prometheus lists it once too, with Prometheus' figures
+            # in the store under its id (its own /metrics is not read in this mode).
+            views, sample = asyncio.run(_console_servers(prom.url, server))
+            assert [v.id for v in views] == [server], [(v.id, v.via) for v in views]
+            assert views[0].via is None
+            assert views[0].state == "ready"
+            assert sample is not None
+            assert sample.running == 0
+
             # A matcher set leaving its target out: listed all the same, saying why.
             reading = _reading(
                 cli, "--prometheus", prom.url, "--prometheus-match", 'job="elsewhere"'
@@ -75,3 +88,18 @@ def test_a_managed_server_prometheus_scrapes_is_listed_once(
     finally:
         down = cli("--demo", "down", "--all", "--grace", "2")
         assert down.code == 0, down.err
+
+
+async def _console_servers(url: str, server: str) -> tuple[list[ServerView], ServerSample | None]:
+    """The console's backend on Prometheus `url` (demo state): its server rows once the
+    managed `server` has a reading, and that reading."""
+    live = Services.create(demo=True, prometheus=url).live_backend(recordings=None)
+    await live.start()
+    try:
+        deadline = time.monotonic() + 30
+        while live.store.server(server) is None:
+            assert time.monotonic() < deadline, "no Prometheus reading under the server's id"
+            await asyncio.sleep(0.2)
+        return live.servers(), live.store.server(server)
+    finally:
+        await live.stop()
