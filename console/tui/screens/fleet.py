@@ -39,15 +39,16 @@ def _count(part: int | None, whole: int | None) -> str:
     return "-" if whole is None else f"{part if part is not None else '-'}/{whole}"
 
 
-def host_cells(host: HostSummary) -> list[Cell]:
-    """A host's row; a stale host's figures are its last ones, dimmed."""
+def host_cells(host: HostSummary, via: str | None = None) -> list[Cell]:
+    """A host's row; a stale host's figures are its last ones, dimmed. `via`: the
+    Prometheus its telemetry is read through (hosts.toml `prometheus`)."""
     stale = host.state != "up"
     dim = "dim" if stale else ""
     total = len([s for s in host.servers if not s.external]) if host.servers else 0
     ready = sum(1 for s in host.servers if s.state == "ready" and not s.external)
     return [
         Text(host.name, style="bold"),
-        host.target,
+        host.target if via is None else f"{host.target} via {via}",
         Text(host.state, style=HOST_STYLES.get(host.state, "")),
         Text(_count(host.gpus_busy, host.gpus_total), style=dim),
         Text(f"{ready}/{total}", style=dim),
@@ -163,7 +164,8 @@ class FleetScreen(ConsoleScreen):
             return
         keep = self.selected_host()
         hosts = self.fleet.summaries()
-        fill_table(table, COLUMNS, [(h.name, host_cells(h)) for h in hosts])
+        via = {host.name: host.prometheus for host in self.fleet.hosts}
+        fill_table(table, COLUMNS, [(h.name, host_cells(h, via.get(h.name))) for h in hosts])
         names = [h.name for h in hosts]
         if keep in names:
             table.move_cursor(row=names.index(keep))
