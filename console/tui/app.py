@@ -25,6 +25,7 @@ from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
 from console.tui.backend import Backend
+from console.tui.host_choice import HOST_MODES, HostChoice, HostPicker
 from console.tui.read_only import CHANGING_ACTIONS, live_read_only, refusal
 from console.tui.screens.base import ConsoleScreen
 from console.tui.screens.modals import HelpScreen
@@ -79,6 +80,7 @@ class ConsoleApp(App[None]):
     TITLE = "ddconsole"
     BINDINGS: ClassVar[list[BindingType]] = [
         *[Binding(key, f"mode('{mode}')", title, show=False) for key, mode, title, _ in MODE_KEYS],
+        Binding("H", "choose_host", "Host"),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("q", "quit_console", "Quit"),
         Binding("escape", "blur", "Leave field", show=False),
@@ -120,6 +122,8 @@ class ConsoleApp(App[None]):
         self.ticks = 0
         self.renders = 0
         """Screen refreshes done (the cost a static dashboard must not pay each tick)."""
+        self.host_choice = HostChoice(backend)
+        """The host Dashboard and Topology show (`H`, only with a fleet of several hosts)."""
 
     def notify(
         self,
@@ -195,12 +199,15 @@ class ConsoleApp(App[None]):
         _freeze_long_lived_objects()
 
     async def on_unmount(self) -> None:
+        self.host_choice.close()
         await self.backend.stop()
 
     def tick(self) -> None:
         self.ticks += 1
         if not self.screen_stack:
             return  # the app is closing: its timer can fire once more after the last screen
+        if self.host_choice.follow():
+            self.refresh_bindings()  # `H` comes (or goes) with the fleet
         screen = self.screen
         if not isinstance(screen, ConsoleScreen):
             return
@@ -248,6 +255,8 @@ class ConsoleApp(App[None]):
             if isinstance(binding, Binding):
                 rows.append((binding.key_display or binding.key, binding.description))
         rows += [(key, f"{title}: {what}") for key, _, title, what in MODE_KEYS]
+        if self.host_choice.available():
+            rows.append(("H", "the host Dashboard and Topology show (local or a fleet host)"))
         rows += [
             ("?", "this help"),
             (
@@ -360,7 +369,20 @@ class ConsoleApp(App[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action.startswith("replay_"):
             return self.backend.replay is not None
+        if action == "choose_host":
+            return self.host_choice.available() and self.current_mode in HOST_MODES
         return True
+
+    def action_choose_host(self) -> None:
+        """Pick the host Dashboard and Topology show, from the fleet's hosts."""
+
+        def chosen(name: str | None) -> None:
+            if name is not None:
+                self.host_choice.choose(name)
+                self.refresh_now()
+
+        picker = HostPicker(self.host_choice.summaries(), self.host_choice.chosen)
+        self.push_screen(picker, chosen)
 
     # -- replay --------------------------------------------------------------------------
 

@@ -1,4 +1,8 @@
-"""The dashboard: servers, live charts on one time axis, GPUs by NUMA node, sources."""
+"""The dashboard: servers, live charts on one time axis, GPUs by NUMA node, sources.
+
+With a fleet, the host it shows is picked with `H` (console.tui.host_choice): a remote host
+is drawn from its own store, fed from its readings, through the same code as this one.
+"""
 
 from __future__ import annotations
 
@@ -15,8 +19,11 @@ from console.core.units import pcie_link_bytes_s
 from console.telemetry.keys import SourceId
 from console.telemetry.quantile import format_quantile
 from console.telemetry.samples import ServerSample
+from console.telemetry.store import TimeSeriesStore
+from console.topology.model import Topology
 from console.tui.backend import Backend
 from console.tui.fold import fold_after_s, folded_note, split_folded, wall_clock
+from console.tui.host_choice import RemoteHost, host_choice_of, show_host_title
 from console.tui.screens.find import FIND_BINDINGS, FindScreen
 from console.tui.views import LIVE_STATES, ServerView
 from console.tui.widgets.chart import Line, TimeChart
@@ -82,6 +89,24 @@ class DashboardScreen(FindScreen):
         """Show the stopped servers the fold age hides (`a`)."""
         self.fold_after_s, _ = fold_after_s()
         self._clock = wall_clock(backend)
+        self.remote: RemoteHost | None = None
+        """The remote host shown (picked with `H`); None: this host, from the backend."""
+
+    @property
+    def store(self) -> TimeSeriesStore:
+        """The shown host's store."""
+        return self.remote.store if self.remote is not None else self.backend.store
+
+    @property
+    def topology(self) -> Topology:
+        """The shown host's topology (a remote one's GPUs as its latest reading gives them)."""
+        return self.remote.gpu_topology if self.remote is not None else self.backend.topology
+
+    def _follow_host(self) -> None:
+        """Pick up the host chosen with `H` and name it in the title (only with a fleet)."""
+        choice = host_choice_of(self.app)
+        self.remote = choice.remote() if choice is not None else None
+        show_host_title(self, self.TITLE, choice.label() if choice is not None else None)
 
     def compose_body(self) -> ComposeResult:
         with VerticalScroll(id="body"):
@@ -120,7 +145,8 @@ class DashboardScreen(FindScreen):
     def listed_servers(self) -> tuple[list[ServerView], int]:
         """The servers the strip lists (and `f` cycles), and how many the fold hides. A
         gang is its head (the other nodes serve no API)."""
-        servers = [s for s in self.backend.servers() if not s.is_node]
+        shown = self.remote.servers() if self.remote is not None else self.backend.servers()
+        servers = [s for s in shown if not s.is_node]
         if self.show_ended:
             return servers, 0
         now = self._clock() if self._clock is not None else None
@@ -154,15 +180,16 @@ class DashboardScreen(FindScreen):
     def refresh_data(self) -> None:
         if not self.is_mounted:
             return
+        self._follow_host()
         backend = self.backend
-        store = backend.store
+        store = self.store
         servers, folded = self.listed_servers()
         server = self._focus(servers)
         note = folded_note(folded, self.fold_after_s, shown=False) if folded else None
         self.query_one(ServerStrip).show(servers, self.focused_server, note)
         now_pane = self.query_one("#now", Pane)
         client = None
-        if server is not None:
+        if server is not None and self.remote is None:
             client = self._bench_progress.get(server.id) or self._bench_progress.get(
                 server.url or ""
             )
@@ -172,12 +199,14 @@ class DashboardScreen(FindScreen):
         sample = store.server(server.id) if server is not None else None
         live = server is not None and server.state in LIVE_STATES
         self.query_one(RankRows).show(sample if live and isinstance(sample, ServerSample) else None)
-        if time.monotonic() - self._runs_listed_at >= RUNS_EVERY_S:
+        # A remote host's benchmarks are in its own results folder, not read from here.
+        if self.remote is None and time.monotonic() - self._runs_listed_at >= RUNS_EVERY_S:
             self._runs_listed_at = time.monotonic()
             self._load_bench_progress()
-        shown, total = self.query_one(GpuTable).show(store, backend.topology, servers, self.finder)
+        shown, total = self.query_one(GpuTable).show(store, self.topology, servers, self.finder)
         self.show_count(shown, total, "GPUs")
-        self.query_one(SourcesBar).show(store, backend.feed_note())
+        feed = self.remote.feed_note(backend.now()) if self.remote else backend.feed_note()
+        self.query_one(SourcesBar).show(store, feed)
         self._charts(backend.now(), server)
 
     @work(thread=True, exclusive=True, group="dashboard-runs")
@@ -203,7 +232,8 @@ class DashboardScreen(FindScreen):
         instant, and is spread over ticks (two charts a tick) so no tick stalls keys; a
         new server, window or size redraws everything at once."""
         chart = self.query_one("#chart-tok", TimeChart)
-        key = (server.id if server else None, self.window_s, self.size, chart.size)
+        host = self.remote.name if self.remote is not None else None
+        key = (host, server.id if server else None, self.window_s, self.size, chart.size)
         column_s = self.window_s / max(1, chart.size.width or 40)
         changed = key != self._charts_key
         if changed or self._charts_at is None or not (0 <= now - self._charts_at < column_s):
@@ -218,7 +248,7 @@ class DashboardScreen(FindScreen):
             chart = self.query_one(f"#chart-{chart_id}", TimeChart)
             unplotted, note = self._unresolved(server, chart_id)
             chart.draw(
-                self.backend.store,
+                self.store,
                 lines[chart_id],
                 self._charts_at,
                 self.window_s,
@@ -234,7 +264,7 @@ class DashboardScreen(FindScreen):
         to chart, as their interval, and why the chart is empty when none can be drawn."""
         if server is None or chart_id not in LATENCY_CHARTS:
             return {}, None
-        sample = self.backend.store.server(server.id)
+        sample = self.store.server(server.id)
         if not isinstance(sample, ServerSample):
             return {}, None
         wide = {}
@@ -249,8 +279,7 @@ class DashboardScreen(FindScreen):
         if server is None:
             # No server yet: the host's GPU load is still worth a chart.
             every = tuple(
-                SourceId.gpu(g).series("util_pct")
-                for g in gpu_indices(self.backend.store, self.backend.topology)
+                SourceId.gpu(g).series("util_pct") for g in gpu_indices(self.store, self.topology)
             )
             lines: dict[str, list[Line]] = {chart_id: [] for chart_id, _, _ in CHARTS}
             lines["gpu"] = [Line(every, "util (all GPUs)")] if every else []
@@ -260,7 +289,7 @@ class DashboardScreen(FindScreen):
         def one(name: str, label: str, scale: float = 1.0) -> Line:
             return Line((source.series(name),), label, scale)
 
-        gpus = server.gpus or tuple(gpu_indices(self.backend.store, self.backend.topology))
+        gpus = server.gpus or tuple(gpu_indices(self.store, self.topology))
 
         def every_gpu(name: str) -> tuple[str, ...]:
             return tuple(SourceId.gpu(g).series(name) for g in gpus)
@@ -285,7 +314,7 @@ class DashboardScreen(FindScreen):
     def _link_capacity(self, gpus: tuple[int, ...]) -> float | None:
         """The current PCIe link's one-way capacity of the first GPU (they share a design)."""
         for gpu in gpus:
-            sample = self.backend.store.gpu(gpu)
+            sample = self.store.gpu(gpu)
             if sample is not None:
                 return pcie_link_bytes_s(sample.pcie_gen_current, sample.pcie_width_current)
         return None

@@ -1,0 +1,92 @@
+"""The host picker and its absence: without a fleet (the demo scene, a replay) there is no
+`H`, no host in the title and no picker; the picker itself lists the hosts it is given,
+`local` first with the shown one marked, and answers the name picked (Esc: none)."""
+
+from __future__ import annotations
+
+from textual.app import App, ComposeResult
+from textual.widgets import OptionList, Static
+
+from console.fleet.summary import HostSummary
+from console.tui.app import ConsoleApp
+from console.tui.host_choice import HostPicker, host_label
+from console.tui.screens.modals import HelpScreen
+from console.tui.widgets.keybar import KeyBar
+from console.tui.widgets.topbar import TopBar
+from tests.tui.conftest import settle
+
+
+def _host(name: str, state: str = "up", reason: str | None = None) -> HostSummary:
+    return HostSummary(
+        name=name,
+        target="local" if name == "local" else f"tester@{name}:22",
+        state=state,
+        reason=reason,
+        gpus_busy=1,
+        gpus_total=8,
+        servers=(),
+        servers_ready=0,
+        tok_s=None,
+        sources=(),
+        age_s=1.0,
+        updated_wall=None,
+    )
+
+
+HOSTS = [_host("local"), _host("alpha"), _host("beta", "stale", "connection lost")]
+
+
+async def test_without_a_fleet_there_is_no_host_key(scene_backend) -> None:
+    app = ConsoleApp(scene_backend)
+    async with app.run_test(size=(160, 50)) as pilot:
+        for mode_key, title in (("d", "Dashboard"), ("t", "Topology")):
+            await pilot.press(mode_key)
+            await settle(pilot)
+            assert app.screen.query_one(TopBar).screen_name == title
+            assert " Host " not in str(app.screen.query_one(KeyBar).render())
+            screen = app.screen
+            await pilot.press("H")
+            await settle(pilot)
+            assert app.screen is screen
+        await pilot.press("question_mark")
+        await settle(pilot)
+        assert isinstance(app.screen, HelpScreen)
+        assert "H" not in dict(app.screen.rows)
+
+
+class PickerApp(App[None]):
+    def __init__(self) -> None:
+        super().__init__()
+        self.answers: list[str | None] = []
+
+    def compose(self) -> ComposeResult:
+        yield Static("under the picker")
+
+    def pick(self) -> None:
+        self.push_screen(HostPicker(HOSTS, "alpha"), self.answers.append)
+
+
+async def test_the_picker_lists_hosts_with_their_state_and_answers_the_pick() -> None:
+    app = PickerApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        app.pick()
+        await pilot.pause()
+        options = app.screen.query_one(OptionList)
+        lines = [str(options.get_option_at_index(i).prompt) for i in range(options.option_count)]
+        assert lines[0].split()[0] == "local"
+        assert lines[1].startswith("● alpha")  # the one shown
+        assert "stale: connection lost" in lines[2]
+        assert options.highlighted == 1
+        await pilot.press("down", "enter")
+        await pilot.pause()
+        app.pick()
+        await pilot.pause()
+        await pilot.press("escape")
+        await pilot.pause()
+    assert app.answers == ["beta", None]
+
+
+def test_host_labels_name_the_state_and_reason() -> None:
+    assert host_label(HOSTS[1]) == "host alpha"
+    assert host_label(HOSTS[2]) == "host beta (stale: connection lost)"
+    assert host_label(_host("gamma", "connecting")) == "host gamma (connecting)"

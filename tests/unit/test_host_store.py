@@ -1,0 +1,179 @@
+"""A remote host's store fed from its readings: the reading is one `ddconsole --demo metrics
+--once --json` really printed (a demo host with one ready TP1 server on GPU 0), checked
+against docs/metrics.schema.json so the fixture cannot drift from what the verb prints."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import jsonschema
+import pytest
+
+from console.fleet.host_store import (
+    HOST_CAPACITY,
+    HOST_MAX_SERIES,
+    feed,
+    mark_stale,
+    reading_servers,
+    reading_topology,
+)
+from console.telemetry.keys import SourceId
+from console.telemetry.samples import SourceState
+from console.telemetry.store import DEFAULT_CAPACITY, TimeSeriesStore
+from tests.conftest import REPO
+
+READING = json.loads((REPO / "tests/unit/fixtures/metrics-demo-reading.json").read_text())
+SCHEMA = json.loads((REPO / "docs/metrics.schema.json").read_text())
+SERVER = "qwen3.6-27b-tp1-1"
+
+
+@pytest.fixture
+def reading() -> dict[str, Any]:
+    return copy.deepcopy(READING)
+
+
+def _store() -> TimeSeriesStore:
+    return TimeSeriesStore(HOST_CAPACITY, HOST_MAX_SERIES)
+
+
+def test_the_fixture_is_a_reading_as_the_schema_defines_it() -> None:
+    jsonschema.validate(READING, SCHEMA)
+
+
+def test_two_readings_make_series_under_the_local_stores_names(reading: dict[str, Any]) -> None:
+    store = _store()
+    feed(store, READING, 100.0)
+    reading["gpus"][0]["util_pct"] = 87.0
+    reading["servers"][0]["tok_s"] = 61.5
+    reading["servers"][0]["running"] = 4.0
+    reading["host"]["numa_nodes"][1]["cpu_pct"] = 12.5
+    feed(store, reading, 101.0)
+
+    util = store.window(SourceId.gpu(0).series("util_pct"))
+    assert util.times == (100.0, 101.0)
+    assert util.values == (0.0, 87.0)
+    tok = store.window(SourceId.server(SERVER).series("decode_tok_s"))
+    assert tok.values == (0.0, 61.5)
+    assert store.window(SourceId.server(SERVER).series("running")).values == (0.0, 4.0)
+    assert store.window(SourceId.HOST.series("numa.1.cpu_pct")).values == (2.0, 12.5)
+    # Every GPU's charted fields, as the local poller names them.
+    for index in range(8):
+        for name in ("util_pct", "mem_used_bytes", "power_w", "pcie_rx_bytes_s"):
+            assert len(store.window(SourceId.gpu(index).series(name)).times) == 2
+    assert store.version == 2
+
+    gpu = store.gpu(0)
+    assert gpu is not None
+    assert gpu.numa_node == 0
+    assert (gpu.pcie_gen_max, gpu.pcie_width_current) == (5, 16)
+    assert gpu.throttle_reasons == ("gpu_idle",)
+    assert gpu.t_mono == 101.0
+    sample = store.server(SERVER)
+    assert sample is not None
+    assert sample.decode_tok_s == 61.5
+    assert sample.latency_scope == "since_start"
+    # A percentile whose bucket is too wide (TTFT 5-10 s) keeps its bucket and is no point
+    # on a chart; a resolved one (ITL 22-27 ms) is.
+    ttft = sample.quantile("ttft_p50_s")
+    assert ttft is not None
+    assert (ttft.lower_s, ttft.upper_s, ttft.resolved) == (5.0, 10.0, False)
+    assert store.window(SourceId.server(SERVER).series("ttft_p50_s")).times == ()
+    assert store.window(SourceId.server(SERVER).series("itl_p50_s")).values == (0.0245, 0.0245)
+    host = store.host()
+    assert host is not None
+    assert [(n.node, n.cpus) for n in host.numa] == [(0, 32), (1, 32)]
+    assert host.bindings[0].server_id == SERVER
+    assert host.bindings[0].matches
+    status = store.status(SourceId.server(SERVER))
+    assert status is not None
+    assert status.state is SourceState.OK
+    assert status.last_ok_mono == 101.0
+
+
+def test_a_host_store_is_bounded_as_the_local_one() -> None:
+    assert HOST_CAPACITY == DEFAULT_CAPACITY
+    store = TimeSeriesStore(4, 8)
+    for step in range(6):
+        feed(store, READING, float(step))
+    assert store.series_count() == 8
+    assert store.dropped_series > 0
+    assert len(store.window(SourceId.gpu(0).series("util_pct")).times) == 4
+    assert HOST_MAX_SERIES * HOST_CAPACITY * 16 < 30e6
+
+
+def test_a_server_gone_or_stopped_and_damaged_fields(reading: dict[str, Any]) -> None:
+    store = _store()
+    feed(store, READING, 1.0)
+    entry = reading["servers"][0]
+    entry.update(state="stopped", live=False, tok_s=None, running=None)
+    reading["gpus"] = reading["gpus"][:4]
+    reading["sources"] = [s for s in reading["sources"] if s["name"] not in {"gpu:6", "gpu:7"}]
+    reading["host"]["load"] = "high"
+    reading["gpus"][1]["util_pct"] = "busy"
+    feed(store, reading, 2.0)
+    # A stopped server adds no point; its last live figures stay its latest sample.
+    assert store.window(SourceId.server(SERVER).series("decode_tok_s")).times == (1.0,)
+    last = store.server(SERVER)
+    assert last is not None
+    assert last.t_mono == 1.0
+    # GPUs the reading no longer lists have no latest sample; their history stays.
+    assert store.gpu(7) is None
+    assert store.window(SourceId.gpu(7).series("util_pct")).times == (1.0,)
+    gpu1 = store.gpu(1)
+    assert gpu1 is not None
+    assert gpu1.util_pct is None
+    host = store.host()
+    assert host is not None
+    assert host.load1 is None
+
+    feed(store, {"gpus": "none", "host": None, "servers": [{"id": 3}], "sources": [7]}, 3.0)
+    assert store.gpu(0) is None
+    assert store.host() is None
+
+
+def test_a_stale_host_keeps_its_last_figures_with_the_reason() -> None:
+    store = _store()
+    feed(store, READING, 1.0)
+    mark_stale(store, "connection lost: reset by peer")
+    statuses = store.statuses()
+    assert statuses
+    assert {s.state for s in statuses.values()} == {SourceState.STALE}
+    assert {s.reason for s in statuses.values()} == {"connection lost: reset by peer"}
+    gpu = store.gpu(0)
+    assert gpu is not None
+    assert gpu.mem_used_bytes == 88695216537
+    feed(store, READING, 2.0)
+    status = store.status(SourceId.gpu(0))
+    assert status is not None
+    assert status.state is SourceState.OK
+
+
+def test_topology_and_servers_as_a_reading_gives_them() -> None:
+    topology = reading_topology(READING)
+    assert topology.gpu_indices == tuple(range(8))
+    assert [(n.id, n.gpus) for n in topology.numa_nodes] == [(0, (0, 1, 2, 3)), (1, (4, 5, 6, 7))]
+    gpu = topology.gpu(5)
+    assert gpu is not None
+    assert gpu.numa_node == 1
+    assert (gpu.pcie_gen_max, gpu.pcie_width_max) == (5, 16)
+    # Not in a reading: left unknown, never guessed.
+    assert gpu.bus_id is None
+    assert gpu.cpu_affinity == ()
+    assert topology.numa_nodes[0].cpus == ()
+    assert topology.driver_version is None
+    assert topology.gpu_status is None
+
+    (server,) = reading_servers(READING)
+    assert server["id"] == SERVER
+    assert server["state"] == "ready"
+    assert server["gpus"] == [0]
+    assert server["numa_nodes"] == [0]
+    assert server["port"] == 31777
+    assert server["external"] is False
+
+    empty = reading_topology(None)
+    assert empty.gpus == ()
+    assert empty.gpu_status == "no reading from this host yet"
+    assert reading_servers(None) == []
