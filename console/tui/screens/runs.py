@@ -8,15 +8,22 @@ The selected run's detail is read again when its row changes or, live, when its 
 `p` turns the detail into the selected run's plots, one at a time (each press the next, then
 back to the tables); moving through the list keeps the plot and shows the next run's. `c`
 marks runs to compare: from the second, the marked runs are shown side by side.
+
+With a fleet (hosts.toml names other hosts), the list gets a HOST column and every other
+host's runs, grouped by host: each host's `runs list --json` is read over SSH in a worker,
+at once when the screen is shown, on ctrl+r and every `REMOTE_EVERY_S`. A remote run's
+detail is its `runs show --json` there, cached until its row's status or progress moves. A
+host that cannot be read is one row saying why; nothing here waits on a host.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from rich.console import RenderableType
+from rich.console import Group, RenderableType
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -31,6 +38,16 @@ from console.bench.noise import RunErrors, run_errors
 from console.bench.plotdata import Pareto, Plot, RunPlots, run_folder_gpus, run_plots
 from console.bench.results import RunSummary
 from console.core.errors import ConsoleError
+from console.fleet.hosts import LOCAL
+from console.fleet.remote_runs import (
+    HostRuns,
+    RemoteRunError,
+    RowStamp,
+    SummaryCache,
+    fetch_runs,
+    fetch_summary,
+    row_stamp,
+)
 from console.tui.backend import Backend
 from console.tui.screens.find import FIND_BINDINGS, FindScreen
 from console.tui.widgets.accept_hist import acceptance_view
@@ -40,10 +57,22 @@ from console.tui.widgets.finder import FindRow
 from console.tui.widgets.run_plot import PARETO_NOTE, RunPlot
 from console.tui.widgets.run_tables import compare_view, distinct_names, summary_view
 
+if TYPE_CHECKING:
+    from console.fleet.fleet import Fleet
+
 # How often the list is re-read from disk while shown (runs change only through campaigns).
 LIST_EVERY_S = 2.0
 # The run id starts with its creation time and ends with its name.
 COLUMNS = ("RUN", "KIND", "STATUS", "CELLS")
+HOST_COLUMNS = ("HOST", *COLUMNS)
+"""The list's columns with a fleet: each run's host first."""
+REMOTE_EVERY_S = 30.0
+"""How often another host's runs are listed again while the screen is shown."""
+REMOTE_TICK_S = 5.0
+"""How often the screen checks whether a host's listing is due (the app refreshes a screen
+only when the backend's version moves, and a fleet of stale hosts moves nothing)."""
+NOTE = "//"
+"""Between a host and a note's name in a note row's key: no run id holds a `/`."""
 RUN_FILES = ("run.json", "summary.json", "levels.jsonl")
 """The files whose change means a run's detail is out of date."""
 
@@ -61,6 +90,44 @@ def run_files_stamp(root: Path, run_id: str) -> FileStamp:
         else:
             stamp.append((stat.st_mtime_ns, stat.st_size))
     return tuple(stamp)
+
+
+def remote_key(host: str, run_id: str) -> str:
+    """Another host's run's row key (a local run's is its id, which holds no `/`)."""
+    return f"{host}/{run_id}"
+
+
+def split_key(key: str) -> tuple[str | None, str]:
+    """(host, run id) of a row key, host None for a local run; a note row's "run id" is its
+    note's name after a `/`."""
+    host, slash, rest = key.partition("/")
+    return (host, rest) if slash else (None, key)
+
+
+def host_notes(runs: HostRuns | None, host: str) -> list[tuple[str, str, str]]:
+    """The rows a host's listing adds besides its runs: (key, short text, full text) for a
+    listing not read yet, one that failed, older runs not listed, entries that were not runs."""
+    if runs is None:
+        text = f"{host}: reading its runs…"
+        return [(f"{host}{NOTE}pending", text, text)]
+    notes = []
+    if runs.error is not None:
+        shown = f"{host}: {runs.error}"
+        kept = f"; its {len(runs.rows)} runs below are as last read" if runs.rows else ""
+        notes.append((f"{host}{NOTE}error", shown, shown + kept))
+    if runs.more:
+        notes.append(
+            (
+                f"{host}{NOTE}more",
+                f"{host}: {runs.more} older runs not listed",
+                f"{host} has {runs.more} runs older than the {len(runs.rows)} listed here: "
+                f"`ddconsole --host {host} runs list` lists every one",
+            )
+        )
+    if runs.skipped:
+        text = f"{host}: {runs.skipped} entries of its listing were not runs (skipped)"
+        notes.append((f"{host}{NOTE}skipped", text, text))
+    return notes
 
 
 class RunsScreen(FindScreen):
@@ -97,6 +164,17 @@ class RunsScreen(FindScreen):
         self.comparing = False
         self._detail_stamp: FileStamp | None = None
         self._shown_ids: list[str] = []
+        self._summary_at: tuple[str, str | None] | None = None
+        """The shown summary's row key and host (None for this host's own run)."""
+        self.remote: dict[str, HostRuns] = {}
+        """Other hosts' runs as last listed, by host (a fleet only)."""
+        self._with_hosts = False
+        """The list shows the HOST column (a fleet runs)."""
+        self._fetching: set[str] = set()
+        self._fetched_at: dict[str, float] = {}
+        self._summaries = SummaryCache()
+        self._remote_stamp: RowStamp | None = None
+        """The row stamp of the remote run whose detail is shown (or being read)."""
 
     def compose_body(self) -> ComposeResult:
         yield DataTable(id="runs", cursor_type="row", zebra_stripes=True)
@@ -114,10 +192,19 @@ class RunsScreen(FindScreen):
 
     def on_mount(self) -> None:
         fill_table(self.query_one("#runs", DataTable), COLUMNS, [])
+        self.set_interval(REMOTE_TICK_S, self._remote_tick)
+
+    def sort_columns(self) -> tuple[str, ...]:
+        return ("HOST", *self.SORT_COLUMNS) if self._with_hosts else self.SORT_COLUMNS
 
     def refresh_data(self) -> None:
         if not self.is_mounted:
             return
+        fleet = self._fleet()
+        if (fleet is not None) != self._with_hosts:
+            self._fill()  # the HOST column comes (or goes) with the fleet
+        if fleet is not None and self.is_current:
+            self._list_hosts(fleet)
         if time.monotonic() - self._listed_at >= LIST_EVERY_S:
             self._listed_at = time.monotonic()
             self._load_list(self.selected_id())
@@ -125,13 +212,105 @@ class RunsScreen(FindScreen):
     def action_reload(self) -> None:
         self._listed_at = 0.0
         self.shown = None
+        if self._fleet() is not None:
+            self._fetched_at.clear()  # every host listed again now
+            self._summaries = SummaryCache()
         self.refresh_data()
 
     def _stamp(self, run_id: str | None) -> FileStamp | None:
-        """The run's files' stamp live; None in a replay (its runs are as recorded)."""
-        if run_id is None or self.backend.replay is not None:
+        """The run's files' stamp live; None in a replay (its runs are as recorded) and for
+        another host's run."""
+        if run_id is None or self.backend.replay is not None or "/" in run_id:
             return None
         return run_files_stamp(self.backend.runs_root, run_id)
+
+    # -- other hosts' runs ---------------------------------------------------------------
+
+    def _fleet(self) -> Fleet | None:
+        """The running fleet when it has a host besides this one (the Fleet screen starts
+        one for `local` alone, and one host lists as it always has)."""
+        fleet = self.backend.fleet_now()
+        if fleet is None or all(host.name == LOCAL for host in fleet.hosts):
+            return None
+        return fleet
+
+    def _remote_tick(self) -> None:
+        fleet = self._fleet()
+        if fleet is not None and self.is_current:
+            self._list_hosts(fleet)
+
+    def _list_hosts(self, fleet: Fleet) -> None:
+        """Start a listing of each other host whose last one is `REMOTE_EVERY_S` old (or
+        that has none), one at a time per host."""
+        now = time.monotonic()
+        for host in fleet.hosts:
+            name = host.name
+            if name == LOCAL or name in self._fetching:
+                continue
+            if now - self._fetched_at.get(name, -math.inf) < REMOTE_EVERY_S:
+                continue
+            self._fetched_at[name] = now
+            self._fetching.add(name)
+            self.run_worker(self._list_host(fleet, name), group=f"runs-host-{name}")
+
+    async def _list_host(self, fleet: Fleet, name: str) -> None:
+        try:
+            listed = await fetch_runs(fleet, name, self.remote.get(name))
+        finally:
+            self._fetching.discard(name)
+        if self.remote.get(name) == listed or not self.is_mounted:
+            return
+        self.remote[name] = listed
+        self._fill()
+        current = self.selected_id()
+        if current is not None and split_key(current)[0] == name and not self.comparing:
+            self._load_detail(current)
+
+    def _remote_row(self, host: str, run_id: str) -> RunRow | None:
+        listed = self.remote.get(host)
+        if listed is None:
+            return None
+        return next((row for row in listed.rows if row.run_id == run_id), None)
+
+    def _open_remote(self, key: str, host: str, run_id: str) -> None:
+        """Show another host's run (from the cache while its row is unchanged, else read
+        there in a worker) or a note row's full text."""
+        row = self._remote_row(host, run_id)
+        if row is None:
+            self.shown, self._remote_stamp = key, None
+            note = next(
+                (full for k, _, full in host_notes(self.remote.get(host), host) if k == key), None
+            )
+            self._show_text(note or f"{host}: {run_id}: no longer listed there", style="yellow")
+            return
+        stamp = row_stamp(row)
+        if self.shown == key and self._remote_stamp == stamp:
+            return
+        self.shown, self._remote_stamp = key, stamp
+        cached = self._summaries.get(host, run_id, stamp)
+        if cached is not None:
+            self._show_summary(key, cached, None, run_plots(cached), host)
+            return
+        fleet = self._fleet()
+        if fleet is None:
+            self._show_text(f"{host}: {run_id}: the fleet no longer runs")
+            return
+        self._show_detail(Text(f"reading {run_id} on {host}…", style="dim"))
+        self._read_remote(fleet, key, host, run_id, stamp)
+
+    @work(exclusive=True, group="runs-detail")
+    async def _read_remote(
+        self, fleet: Fleet, key: str, host: str, run_id: str, stamp: RowStamp
+    ) -> None:
+        try:
+            summary = await fetch_summary(fleet, host, run_id)
+        except RemoteRunError as exc:
+            if self.shown == key:
+                self._show_text(f"{host}: {run_id}: {exc.message}")
+            return
+        self._summaries.put(host, run_id, stamp, summary)
+        if self.shown == key and not self.comparing:
+            self._show_summary(key, summary, None, run_plots(summary), host)
 
     @work(thread=True, exclusive=True, group="runs-list")
     def _load_list(self, selected: str | None) -> None:
@@ -140,31 +319,71 @@ class RunsScreen(FindScreen):
 
     def _fill(self) -> None:
         """The list under the filter and sort; run ids too long for the room left are cut
-        in the middle, each still told apart (time first, name last)."""
+        in the middle, each still told apart (time first, name last). With a fleet, this
+        host's runs, then each other host's, each row naming its host."""
         table = self.query_one("#runs", DataTable)
         selected = self.selected_id()
-        rows = self.rows
+        fleet = self._fleet()
+        self._with_hosts = fleet is not None
+        columns = HOST_COLUMNS if self._with_hosts else COLUMNS
+        entries: list[tuple[str, str, RunRow | Text]] = [
+            (row.run_id, LOCAL, row) for row in self.rows
+        ]
+        if fleet is not None:
+            for other in fleet.hosts:
+                if other.name != LOCAL:
+                    entries += self._host_entries(other.name)
+        rows = [row for _, _, row in entries if isinstance(row, RunRow)]
         statuses = [r.status if r.error is None else f"unreadable: {r.error}" for r in rows]
         others = max([len("STATUS"), *(len(s) for s in statuses)])
-        others += len("campaign") + len("CELLS") + 2 * table.cell_padding * len(COLUMNS)
+        others += len("campaign") + len("CELLS") + 2 * table.cell_padding * len(columns)
+        if self._with_hosts:
+            others += max([len("HOST"), *(len(host) for _, host, _ in entries)])
         room = max(16, (table.size.width or self.size.width) - others - 4)
-        labels = distinct_names([(r.run_id, r.run_id) for r in rows], room)
+        labels = iter(distinct_names([(r.run_id, r.run_id) for r in rows], room))
+        status_of = iter(statuses)
         listed: list[FindRow] = []
-        for row, status, label in zip(rows, statuses, labels, strict=True):
+        for key, host, row in entries:
+            if isinstance(row, Text):
+                note = row.plain
+                cut = note if len(note) <= room else note[: room - 1] + "…"
+                cells: dict[str, str | Text] = {"HOST": host, "RUN": Text(cut, style=row.style)}
+                cells |= {"KIND": "", "STATUS": "", "CELLS": ""}
+                listed.append(FindRow(key, cells, search=note))
+                continue
             # A marked run shows the letter it has in the comparison.
-            marked = row.run_id in self.marked
-            mark = f"{LABELS[self.marked.index(row.run_id)]} " if marked else ""
+            marked = key in self.marked
+            mark = f"{LABELS[self.marked.index(key)]} " if marked else ""
             cells = {
-                "RUN": mark + label,
+                "RUN": mark + next(labels),
                 "KIND": row.kind or "-",
-                "STATUS": status,
+                "STATUS": next(status_of),
                 "CELLS": f"{row.cells_done}/{row.cells}",
             }
+            if self._with_hosts:  # one host: the filter matches what it did before
+                cells["HOST"] = host
             order = {"RUN": (1, 0.0, row.run_id), "CELLS": (0, float(row.cells_done), "")}
             # The label may be cut in the middle: the filter reads the full id and name.
             search = f"{row.run_id} {row.name or ''}"
-            listed.append(FindRow(row.run_id, cells, order, search))
-        self._shown_ids = self.fill_found(table, COLUMNS, listed, selected, "runs")
+            listed.append(FindRow(key, cells, order, search))
+        self._shown_ids = self.fill_found(table, columns, listed, selected, "runs")
+
+    def _host_entries(self, host: str) -> list[tuple[str, str, RunRow | Text]]:
+        """Another host's rows: why its listing is missing or old, its runs (newest first),
+        then how many more it has."""
+        listed = self.remote.get(host)
+        head: list[tuple[str, str, RunRow | Text]] = []
+        tail: list[tuple[str, str, RunRow | Text]] = []
+        for key, text, _ in host_notes(listed, host):
+            if key.endswith(("pending", "error")):
+                style = "yellow" if key.endswith("error") else "dim"
+                head.append((key, host, Text(text, style=style)))
+            else:
+                tail.append((key, host, Text(text, style="dim")))
+        runs: list[tuple[str, str, RunRow | Text]] = [
+            (remote_key(host, row.run_id), host, row) for row in (listed.rows if listed else ())
+        ]
+        return head + runs + tail
 
     def apply_find(self) -> None:
         self._fill()
@@ -178,9 +397,9 @@ class RunsScreen(FindScreen):
 
     def _refit_detail(self) -> None:
         """The shown summary laid out again at the pane's new width."""
-        summary = self.summary
-        if summary is not None and self.shown == summary.run_id and not self.comparing:
-            self._show_summary(summary.run_id, summary, self._detail_stamp, self.plots)
+        summary, at = self.summary, self._summary_at
+        if summary is not None and at is not None and self.shown == at[0] and not self.comparing:
+            self._show_summary(at[0], summary, self._detail_stamp, self.plots, at[1])
 
     def _show_list(
         self, rows: list[RunRow], stamped: str | None = None, stamp: FileStamp | None = None
@@ -189,7 +408,7 @@ class RunsScreen(FindScreen):
         if rows != self.rows:
             self.rows = rows
             self._fill()
-        if not rows:
+        if not rows and not self._with_hosts:
             empty = (
                 "no runs in this recording"
                 if self.backend.replay is not None
@@ -224,10 +443,19 @@ class RunsScreen(FindScreen):
         if run_id != self.shown:
             self._load_detail(run_id)
 
-    @work(thread=True, exclusive=True, group="runs-detail")
-    def _load_detail(self, run_id: str | None) -> None:
-        if run_id is None:
+    def _load_detail(self, key: str | None) -> None:
+        """Show the run of row `key`: this host's read from disk in a thread, another
+        host's read there."""
+        if key is None:
             return
+        host, run_id = split_key(key)
+        if host is None:
+            self._load_local_detail(key)
+        else:
+            self._open_remote(key, host, run_id)
+
+    @work(thread=True, exclusive=True, group="runs-detail")
+    def _load_local_detail(self, run_id: str) -> None:
         # Stamped before reading: a change made while it reads is seen on the next check.
         stamp = self._stamp(run_id)
         try:
@@ -257,9 +485,9 @@ class RunsScreen(FindScreen):
             return f"{run_id}: the recording kept no summary of this run"
         return f"{run_id}: gone (its folder or run.json is no longer there)"
 
-    def _show_text(self, text: str) -> None:
+    def _show_text(self, text: str, style: str = "red") -> None:
         self.plots = None
-        self._show_detail(Text(text, style="red"))
+        self._show_detail(Text(text, style=style))
 
     def _show_detail(self, shown: RenderableType, accept: RenderableType | None = None) -> None:
         """The detail pane's text and, under it, a run's acceptance histograms (if any)."""
@@ -270,17 +498,28 @@ class RunsScreen(FindScreen):
 
     def _show_summary(
         self,
-        run_id: str,
+        key: str,
         summary: RunSummary,
         stamp: FileStamp | None = None,
         plots: RunPlots | None = None,
+        host: str | None = None,
     ) -> None:
-        self.shown = run_id
+        """The summary of row `key`; `host` names another host the run is on."""
+        self.shown = key
         self.summary = summary
+        self._summary_at = (key, host)
         self.plots = plots
         self._detail_stamp = stamp
         width = (self.query_one("#detail").size.width or self.size.width) - 2
-        self._show_detail(summary_view(summary, width), acceptance_view(summary, width))
+        view = summary_view(summary, width)
+        if host is not None:
+            where = Text.assemble(
+                ("on host ", "dim"),
+                (host, "bold"),
+                (f"  · its runs are compared there: ddconsole --host {host} runs compare", "dim"),
+            )
+            view = Group(where, view)
+        self._show_detail(view, acceptance_view(summary, width))
         if self.plot_page is not None:
             self._show_plot()
 
@@ -320,6 +559,9 @@ class RunsScreen(FindScreen):
         self.query_one("#detail").display = False
         self.query_one("#plots").display = True
         run = self.plots.run_id if self.plots else ""
+        at = self._summary_at
+        if at is not None and at[1] is not None and self.shown == at[0]:
+            run += f" on {at[1]}"
         head = Text.assemble(
             (f"plot {page + 1}/{len(panels)} ", "bold"),
             f"{run}",
@@ -346,6 +588,15 @@ class RunsScreen(FindScreen):
         """Mark the selected run; from the second, show every marked run side by side."""
         current = self.selected_id()
         if current is None:
+            return
+        host = split_key(current)[0]
+        if host is not None:
+            # Comparing reads each run's requests on this disk; the other host has them.
+            self.notify(
+                f"runs on {host} are compared there: ddconsole --host {host} runs compare "
+                "RUN1 RUN2",
+                severity="warning",
+            )
             return
         if current not in self.marked:
             if len(self.marked) >= len(LABELS):
