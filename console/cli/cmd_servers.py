@@ -12,6 +12,8 @@ from console.cli.render import print_json, table
 
 if TYPE_CHECKING:
     # Types only: `ddconsole --help` does not import the server manager.
+    from pathlib import Path
+
     from console.cli.services import Services
     from console.server.external import ExternalServer
     from console.server.manager import ServerManager
@@ -22,6 +24,11 @@ PROFILE_HELP = "a profile name (see `ddconsole profiles list`)"
 LAYOUT_HELP = "layout name (default: the only one, if there is one)"
 VARIANT_HELP = "speculative variant name (default: off)"
 GRACE_HELP = "seconds between SIGTERM and SIGKILL (default 30, SGLang drains)"
+
+
+EXACT_HELP = (
+    "the id exactly, never a prefix of another (a caller acting on the server it was shown)"
+)
 
 
 def register(verbs: Any, common: argparse.ArgumentParser) -> None:
@@ -78,6 +85,7 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         help="seconds between SIGTERM and SIGKILL (default 30, SGLang drains)",
     )
     down.add_argument("--json", action="store_true", help="one result object per server")
+    down.add_argument("--exact", action="store_true", help=EXACT_HELP)
     # Internal: the gang supervisor on the console host (console.fleet.gang_watch) stops this
     # host's node of a gang because a node on another host ended, recording why.
     down.add_argument(
@@ -101,6 +109,7 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
     restart.add_argument("--grace", type=float, default=30.0, metavar="S", help=GRACE_HELP)
     restart.add_argument("--timeout", type=float, metavar="S", help="give up waiting after S s")
     restart.add_argument("--json", action="store_true", help="the server's status as JSON")
+    restart.add_argument("--exact", action="store_true", help=EXACT_HELP)
     restart.set_defaults(handler=_restart)
 
     logs = verbs.add_parser("logs", parents=[common], help="a server's log")
@@ -115,6 +124,7 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         help='{"server": STATUS, "lines": [...]}; with -f, JSON lines: the status, then '
         '{"line": ...} per line, then {"end": STATE, "reason": ...}',
     )
+    logs.add_argument("--exact", action="store_true", help=EXACT_HELP)
     logs.set_defaults(handler=_logs)
 
     switch = verbs.add_parser(
@@ -555,7 +565,17 @@ def _targets(args: argparse.Namespace, manager: ServerManager) -> list[str]:
         return list(manager.records.ids())
     if not args.ids:
         raise UsageError("name the servers to stop (see `ddconsole ps`), or use --all")
-    return [manager.resolve_id(text) for text in args.ids]
+    return [_resolve(args, manager, text) for text in args.ids]
+
+
+def _resolve(args: argparse.Namespace, manager: ServerManager, text: str) -> str:
+    """The server named `text`: with --exact only that very id, else an id or a unique
+    prefix."""
+    from console.core.errors import UsageError
+
+    if getattr(args, "exact", False) and text not in manager.records.ids():
+        raise UsageError(f"no server with the exact id {text!r} (--exact)")
+    return manager.resolve_id(text)
 
 
 def _external_named(services: Services, text: str) -> ExternalServer | None:
@@ -733,7 +753,7 @@ def _down_gangs(args: argparse.Namespace, services: Services) -> tuple[bool, int
         paths = [gang_file.gang_path(services.state, i) for i in gang_file.gang_ids(services.state)]
         rest = True
     else:
-        found = [(text, gang_file.find(services.state, text)) for text in args.ids]
+        found = [(text, _gang_named(args, services, text)) for text in args.ids]
         paths = [path for _, path in found if path is not None]
         args.ids = [text for text, path in found if path is None]
         rest = bool(args.ids)
@@ -762,12 +782,22 @@ def _down_gangs(args: argparse.Namespace, services: Services) -> tuple[bool, int
     return bool(paths) and not rest, code
 
 
+def _gang_named(args: argparse.Namespace, services: Services, text: str) -> Path | None:
+    """The file of the gang named `text` (with --exact, by its very id only); None if none."""
+    from console.fleet import gang_file
+
+    if args.exact:
+        ids = gang_file.gang_ids(services.state)
+        return gang_file.gang_path(services.state, text) if text in ids else None
+    return gang_file.find(services.state, text)
+
+
 def _restart(args: argparse.Namespace) -> int:
     from console.server import actions
 
     services = _services(args)
     manager = services.manager()
-    server_id = manager.resolve_id(args.id)
+    server_id = _resolve(args, manager, args.id)
     try:
         status = actions.restart(
             manager,
@@ -830,7 +860,7 @@ def _logs(args: argparse.Namespace) -> int:
 
     services = _services(args)
     manager = services.manager()
-    server_id = manager.resolve_id(args.id)
+    server_id = _resolve(args, manager, args.id)
     status = manager.status(server_id, probe=False)
     key_env = status.record.plan.api_key_env
     secrets = secret_values(os.environ, [key_env] if key_env else [])

@@ -1,7 +1,9 @@
 """Servers: the list, the selected server's plan, and launch / stop / restart / switch.
 
 Every lifecycle action runs on a worker thread and reports progress lines into the activity
-pane; destructive ones ask first.
+pane; destructive ones ask first. With a fleet (hosts.toml names other hosts), each other
+host follows the local servers: its row, then the servers of its latest reading, acted on
+there through `ddconsole` run over SSH in async workers (console.fleet.remote_ops).
 """
 
 from __future__ import annotations
@@ -20,9 +22,20 @@ from textual.widgets import DataTable, RichLog, Static
 
 from console.core.redact import redact_argv, redact_env
 from console.core.units import format_duration, format_index_set
+from console.fleet import remote_ops
+from console.fleet.remote_ops import RemoteOutcome, by_hand
 from console.tui.backend import ActionRefused, Backend
 from console.tui.fold import age_text, fold_after_s, folded_note, split_folded, wall_clock
 from console.tui.read_only import refusal
+from console.tui.remote_rows import (
+    RemoteHost,
+    RemoteServer,
+    host_detail,
+    parse_key,
+    remote_detail,
+    remote_hosts,
+    remote_rows,
+)
 from console.tui.screens.find import FIND_BINDINGS, FindScreen
 from console.tui.screens.launch import LaunchChoice, LaunchScreen
 from console.tui.screens.modals import ConfirmScreen
@@ -165,8 +178,30 @@ class ServersScreen(FindScreen):
         if row < 0 or row >= table.row_count:
             return None
         key = str(table.coordinate_to_cell_key(Coordinate(row, 0)).row_key.value)
+        if parse_key(key) is not None:
+            return None  # another host's row: never a local server, whatever its id
         server_id = key.removeprefix(NODE_KEY)
         return next((s for s in self.backend.servers() if s.id == server_id), None)
+
+    def remote_hosts(self) -> list[RemoteHost]:
+        """The fleet's other hosts with their servers; none without a fleet."""
+        fleet = self.backend.fleet_now()
+        if fleet is None:
+            return []
+        return remote_hosts(fleet.summaries(), fleet.reading)
+
+    def selected_remote(self) -> tuple[RemoteHost, RemoteServer | None] | None:
+        """(host, server) of a selected remote server row, (host, None) of a host row, None
+        when a local row (or nothing) is selected."""
+        key = self._selected_key() if self.is_mounted else None
+        parsed = parse_key(key) if key is not None else None
+        if parsed is None:
+            return None
+        name, server_id = parsed
+        host = next((h for h in self.remote_hosts() if h.name == name), None)
+        if host is None:
+            return None
+        return host, (host.server(server_id) if server_id is not None else None)
 
     def sort_columns(self) -> tuple[str, ...]:
         shown = COLUMNS if self.size.width >= 110 else NARROW_COLUMNS
@@ -215,6 +250,7 @@ class ServersScreen(FindScreen):
             rows.append(FindRow(server.id, values, order))
             for node in gang_nodes(server, everyone):
                 rows.append(node_row(node, wide))
+        rows.extend(remote_rows(self.remote_hosts(), columns))
         self._shown_ids = self.fill_found(table, columns, rows, keep, "servers")
         note = self.query_one("#folded", Static)
         note.set_class(bool(folded), "shown")
@@ -234,6 +270,10 @@ class ServersScreen(FindScreen):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """`x` reads Stop on a live server and Forget on an ended one (it forgets it)."""
         if action in ("stop", "forget") and self.is_mounted:
+            remote = self.selected_remote()
+            if remote is not None:
+                ended = remote[1] is not None and not remote[1].live
+                return ended if action == "forget" else not ended
             server = self.selected()
             ended = server is not None and not server.live
             return ended if action == "forget" else not ended
@@ -249,8 +289,13 @@ class ServersScreen(FindScreen):
             self.action_logs()
 
     def _show_detail(self) -> None:
-        server = self.selected()
         detail = self.query_one("#detail-text", Static)
+        remote = self.selected_remote()
+        if remote is not None:
+            host, chosen = remote
+            detail.update(host_detail(host) if chosen is None else remote_detail(chosen, host))
+            return
+        server = self.selected()
         if server is None and self.finder.active:
             detail.update(Text(f"no server matches /{self.finder.text}/: esc clears", style="dim"))
         elif server is None and self.backend.servers():
@@ -291,8 +336,55 @@ class ServersScreen(FindScreen):
         )
         return True
 
+    def _remote_refused(self, verb: str) -> bool:
+        """Launching or switching on another host runs there, by hand: say the command."""
+        remote = self.selected_remote()
+        if remote is None:
+            return False
+        command = by_hand(remote[0].name, verb, "PROFILE", "--layout", "L")
+        self.notify(
+            f"{remote[0].name} is another host: {verb} runs there; {command}",
+            severity="warning",
+            timeout=8,
+        )
+        return True
+
+    def _remote_unreachable(self, host: RemoteHost, verb: str, server_id: str) -> bool:
+        """A host that is not up cannot be acted on now: say why and the command for later."""
+        if host.up:
+            return False
+        why = f" ({host.reason})" if host.reason else ""
+        self.notify(
+            f"{host.name} is {host.state}{why}; when it is back: "
+            f"{by_hand(host.name, verb, server_id)}",
+            severity="warning",
+            timeout=8,
+        )
+        return True
+
+    def _remote_target(self, verb: str) -> tuple[RemoteHost, RemoteServer] | None:
+        """The selected remote server an action may run on (None, with a notice, for a host
+        row, an external server or a host that is not up)."""
+        remote = self.selected_remote()
+        if remote is None:
+            return None
+        host, server = remote
+        if server is None:
+            self.notify(f"select one of {host.name}'s servers", severity="warning")
+            return None
+        if server.external:
+            self.notify(
+                f"{server.id} on {host.name} is external (ddconsole did not start it); "
+                f"to stop it: {by_hand(host.name, 'down', server.id, '--external', '--yes')}",
+                severity="warning",
+            )
+            return None
+        if self._remote_unreachable(host, verb, server.id):
+            return None
+        return host, server
+
     def action_launch(self) -> None:
-        if self._refused():
+        if self._refused() or self._remote_refused("up"):
             return
 
         def chosen(choice: LaunchChoice | None) -> None:
@@ -302,7 +394,7 @@ class ServersScreen(FindScreen):
         self.app.push_screen(LaunchScreen(self.backend), chosen)
 
     def action_switch(self) -> None:
-        if self._refused():
+        if self._refused() or self._remote_refused("switch"):
             return
         server = self.selected()
         if server is None:
@@ -342,6 +434,9 @@ class ServersScreen(FindScreen):
     def action_stop(self) -> None:
         if self._refused():
             return
+        if self.selected_remote() is not None:
+            self._confirm_remote_stop()
+            return
         server = self.selected()
         if server is None:
             return
@@ -362,8 +457,53 @@ class ServersScreen(FindScreen):
         )
         self.app.push_screen(ConfirmScreen(f"{verb} {server.id}?", detail), confirmed)
 
+    def _confirm_remote_stop(self) -> None:
+        target = self._remote_target("down")
+        if target is None:
+            return
+        host, server = target
+        verb = "Stop" if server.live else "Forget"
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self._remote_stop(host.name, server.id)
+
+        gpus = format_index_set(list(server.gpus)) or "-"
+        detail = (
+            f"On host {host.name}: SIGTERM to {server.id} (GPUs {gpus}), then SIGKILL to its "
+            f"process group after {remote_ops.GRACE_S:g} s; runs "
+            f"`{by_hand(host.name, 'down', server.id)}` there."
+            if server.live
+            else f"On host {host.name}: remove {server.id} ({server.state}) from its list."
+        )
+        self.app.push_screen(
+            ConfirmScreen(f"{verb} {server.id} on {host.name}?", detail), confirmed
+        )
+
+    def _confirm_remote_restart(self) -> None:
+        target = self._remote_target("restart")
+        if target is None:
+            return
+        host, server = target
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self._remote_restart(host.name, server.id)
+
+        self.app.push_screen(
+            ConfirmScreen(
+                f"Restart {server.id} on {host.name}?",
+                f"On host {host.name}: stop {server.id} and launch the same plan again; runs "
+                f"`{by_hand(host.name, 'restart', server.id)}` there.",
+            ),
+            confirmed,
+        )
+
     def action_restart(self) -> None:
         if self._refused():
+            return
+        if self.selected_remote() is not None:
+            self._confirm_remote_restart()
             return
         server = self.selected()
         if server is None or self._external(server):
@@ -382,6 +522,16 @@ class ServersScreen(FindScreen):
         )
 
     def action_logs(self) -> None:
+        remote = self.selected_remote()
+        if remote is not None:
+            host, chosen = remote
+            if chosen is None:
+                self.notify(f"select one of {host.name}'s servers", severity="warning")
+            elif chosen.external:
+                self.notify(f"{chosen.id} on {host.name} is external: no log", severity="warning")
+            elif not self._remote_unreachable(host, "logs", chosen.id):
+                self._remote_logs(host.name, chosen.id)
+            return
         server = self.selected()
         if server is not None and (server.external or server.via is not None):
             kind = "external" if server.external else f"read through {server.via}"
@@ -432,3 +582,50 @@ class ServersScreen(FindScreen):
     def _restart(self, server_id: str) -> None:
         self._progress(f"restart {server_id}")
         self._report("restart", lambda: self.backend.restart(server_id, self._progress))
+
+    # -- another host's server: ddconsole run there, in async workers on this loop --------
+
+    def _tell(self, title: str, outcome: RemoteOutcome, notify_ok: bool = True) -> None:
+        """A remote call's outcome into the activity pane, and as a notice (a failure's
+        always, naming the command to run by hand)."""
+        self._say(f"{title}: {outcome.summary}")
+        for line in outcome.lines:
+            self._say(f"  {line}")
+        if outcome.hint:
+            self._say(f"  by hand: {outcome.hint}")
+        if outcome.ok:
+            if notify_ok:
+                self.notify(outcome.summary)
+        else:
+            hint = f"; {outcome.hint}" if outcome.hint else ""
+            self.notify(outcome.summary + hint, severity="error", timeout=10)
+
+    def _runner(self, title: str) -> remote_ops.Runner | None:
+        fleet = self.backend.fleet_now()
+        if fleet is None:  # the fleet ended between the key and the worker
+            self._say(f"{title}: the fleet is not running")
+        return fleet
+
+    @work(group="remote", exit_on_error=False)
+    async def _remote_stop(self, host: str, server_id: str) -> None:
+        title = f"stop {server_id} on {host}"
+        self._say(f"{title}: {by_hand(host, 'down', server_id)}")
+        runner = self._runner(title)
+        if runner is not None:
+            self._tell(title, await remote_ops.stop(runner, host, server_id))
+
+    @work(group="remote", exit_on_error=False)
+    async def _remote_restart(self, host: str, server_id: str) -> None:
+        title = f"restart {server_id} on {host}"
+        self._say(f"{title}: {by_hand(host, 'restart', server_id)}")
+        runner = self._runner(title)
+        if runner is not None:
+            self._tell(title, await remote_ops.restart(runner, host, server_id))
+
+    @work(group="remote", exit_on_error=False)
+    async def _remote_logs(self, host: str, server_id: str) -> None:
+        title = f"log of {server_id} on {host}"
+        runner = self._runner(title)
+        if runner is None:
+            return
+        self._tell(title, await remote_ops.log_tail(runner, host, server_id), notify_ok=False)
