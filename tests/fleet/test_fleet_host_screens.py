@@ -1,7 +1,8 @@
 """Dashboard and Topology show a remote host: with hosts.toml naming two asyncssh hosts
 (127.0.0.2, 127.0.0.3) the console starts its fleet, `H` picks `alpha`, and the Dashboard
 then draws alpha's server and GPUs from alpha's own store (fed from its readings), and
-Topology alpha's GPUs by NUMA node with the server on them."""
+Topology alpha's GPUs by NUMA node with the server on them; alpha's SSH server stopped,
+both name it stale with the reason and keep its last figures."""
 
 from __future__ import annotations
 
@@ -106,3 +107,26 @@ async def test_h_shows_alphas_server_and_gpus_on_dashboard_and_topology(
         assert SERVER in row
         assert row.split()[1:3] == ["·", "●"]  # on node 1
         assert "not known from a reading: PCIe bus ids" in text
+
+        # alpha's SSH server goes away: both screens say so with the reason, and keep
+        # alpha's last figures.
+        host = alpha_world.hosts["alpha"]
+        await asyncio.to_thread(host.stop)
+        try:
+            await until(
+                pilot,
+                lambda: "(stale: " in app.screen.query_one(TopBar).screen_name,
+                30,
+                "alpha stale",
+            )
+            app.refresh_now()
+            await settle(pilot)
+            text = _pane(app, "#topology")
+            assert "last figures shown" in text
+            assert SERVER in _gpu_row(text.split("GPUs by NUMA node")[1], GPU)
+            await pilot.press("d")
+            await settle(pilot)
+            assert "host alpha stale: " in _pane(app, "#sources")
+            assert SERVER in _pane(app, "#strip")
+        finally:
+            await asyncio.to_thread(host.start)
