@@ -79,6 +79,10 @@ async def test_servers_grouped_by_host_stop_only_the_remote_one(
             )
             assert here.returncode == 0, here.stderr
             assert there.exit_status == 0, there.stderr
+            # What the screen's actions send there names one server only: a prefix is refused.
+            prefix = await fleet.run("alpha", ["down", SERVER[:-2], "--exact", "--yes"], 60)
+            assert prefix.exit_status == 2, prefix
+            assert "exact id" in prefix.stderr
             local_pid = local_ps()[SERVER]["pid"]
             await until(
                 pilot,
