@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from console.telemetry.keys import SourceId
 from console.telemetry.poller import write_result
@@ -314,6 +315,13 @@ def reading_topology(reading: dict[str, Any] | None) -> Topology:
     return Topology(READING_SOURCE, tuple(gpus), tuple(nodes), gpu_status=status)
 
 
+def _port(url: str | None) -> int | None:
+    try:
+        return urlsplit(url).port if url else None
+    except ValueError:  # a port out of range or not a number
+        return None
+
+
 def reading_servers(reading: dict[str, Any] | None) -> list[dict[str, Any]]:
     """A reading's server entries, each with `numa_nodes` (its intended nodes, from the
     host's bindings), `port` (from its URL) and `external` added where known."""
@@ -333,9 +341,7 @@ def reading_servers(reading: dict[str, Any] | None) -> list[dict[str, Any]]:
         entry["gpus"] = list(_ints(raw.get("gpus")))
         entry["numa_nodes"] = intended.get(raw["id"], [])
         entry.setdefault("external", raw["id"].startswith("ext-"))
-        url = _text(raw.get("url"))
-        port = url.rsplit(":", 1)[-1].split("/")[0] if url and url.count(":") >= 2 else ""
-        entry["port"] = int(port) if port.isdigit() else None
+        entry["port"] = _port(_text(raw.get("url")))
         entries.append(entry)
     return entries
 
