@@ -31,6 +31,8 @@ REMOTE_KEY = "remote:"
 HOST_STYLES = {"up": "bold green", "connecting": "yellow", "stale": "bold yellow"}
 REASON_SHOWN = 48
 """The most of a stale host's reason its row shows (the detail pane has all of it)."""
+REASON_SHOWN_NARROW = 20
+"""The same under 110 columns, where the ID column must leave room for the others."""
 LIVE_STATES = frozenset({"starting", "loading", "warming", "ready", "stopping", "unresponsive"})
 
 
@@ -178,15 +180,16 @@ def remote_hosts(
     ]
 
 
-def host_label(host: RemoteHost) -> Text:
-    """`alpha  up`, `alpha  connecting` or `alpha  stale: reason` (the reason cut short)."""
+def host_label(host: RemoteHost, shown: int = REASON_SHOWN) -> Text:
+    """`alpha  up`, `alpha  connecting` or `alpha  stale: reason` (the reason cut to
+    `shown` characters)."""
     label = Text(host.name, style="bold cyan")
     label.append("  ")
     label.append(host.state, style=HOST_STYLES.get(host.state, ""))
     if host.reason and not host.up:
         reason = host.reason
-        if len(reason) > REASON_SHOWN:
-            reason = reason[: REASON_SHOWN - 1] + "…"
+        if len(reason) > shown:
+            reason = reason[: shown - 1] + "…"
         label.append(f": {reason}", style="yellow")
     return label
 
@@ -195,8 +198,9 @@ def host_row(host: RemoteHost, columns: Sequence[str]) -> FindRow:
     """The host's own row: its label under ID, every other column blank (it sorts last and
     its servers follow it)."""
     cells: dict[str, str | Text] = dict.fromkeys(columns, "")
-    cells["ID"] = host_label(host)
-    if "REASON" in cells and host.reason and not host.up:
+    wide = "REASON" in cells
+    cells["ID"] = host_label(host, REASON_SHOWN if wide else REASON_SHOWN_NARROW)
+    if wide and host.reason and not host.up:
         cells["REASON"] = Text(host.reason, style="yellow")
     return FindRow(host.key, cells, search=f"{host.name} {host.target}")
 

@@ -179,6 +179,9 @@ def test_a_stale_host_keeps_its_servers_dimmed_with_the_reason() -> None:
     assert len(label) < len(f"alpha  stale: {reason}")  # cut short; the detail has it all
     rows = remote_rows([host], COLUMNS)
     assert plain(rows[0].cells["REASON"]) == reason
+    narrow = plain(remote_rows([host], NARROW_COLUMNS)[0].cells["ID"])
+    assert narrow.startswith("alpha  stale: connection")
+    assert len(narrow) < len(label)
     server_id = rows[1].cells["ID"]
     assert not isinstance(server_id, str)
     assert server_id.style == "dim"
