@@ -177,9 +177,11 @@ def test_front_indices_keep_only_undominated_points() -> None:
     assert front_indices(points) == {0, 1, 3, 5}
 
 
-def test_a_cell_without_a_gpu_count_stays_off_the_pareto_plot() -> None:
-    summary = load_summary(RunDir(FIXTURE))
-    gpus = cell_gpus(RunDir(FIXTURE).meta().cells)
+def test_a_cell_without_a_gpu_count_stays_off_the_pareto_plot(tmp_path: Path) -> None:
+    # A copy: loading a summary may rewrite its cache, never the checked-in fixture's.
+    run = RunDir(Path(shutil.copytree(FIXTURE, tmp_path / FIXTURE.name)))
+    summary = load_summary(run)
+    gpus = cell_gpus(run.meta().cells)
     assert set(gpus.values()) == {1}
     gpus.pop("qwen3.6-27b/tp1/off")
     plots = run_plots(summary, gpus)
