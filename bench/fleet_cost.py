@@ -46,13 +46,16 @@ def rss_mib() -> float:
 
 async def console_side(seconds: float, settle_s: float) -> dict[str, float]:
     """The console's part: every host of hosts.toml but `local`, streamed until each has its
-    servers ready, then measured for `seconds`."""
+    servers ready, then measured for `seconds`. Each host's readings feed a store of its own,
+    as the console's do (its Dashboard and Topology for that host)."""
     from console.fleet.fleet import Fleet
+    from console.fleet.host_store import HostStores
     from console.fleet.hosts import load_hosts
 
     hosts = [host for host in load_hosts() if not host.is_local]
     fleet = Fleet(hosts, demo=True, interval_s=1.0)
     await fleet.start()
+    stores = HostStores(fleet)
     deadline = time.monotonic() + settle_s
     while True:
         summaries = fleet.summaries()
@@ -76,6 +79,10 @@ async def console_side(seconds: float, settle_s: float) -> dict[str, float]:
     updates = fleet.version - readings_before
     stale = [s.name for s in fleet.summaries() if s.state != "up"]
     rss = rss_mib()
+    held = [stores.get(name) for name in stores.names()]
+    series = sum(h.store.series_count() for h in held if h is not None)
+    store_bytes = sum(h.store.memory_bytes() for h in held if h is not None)
+    stores.close()
     await fleet.stop()
     lags.sort()
     return {
@@ -87,6 +94,8 @@ async def console_side(seconds: float, settle_s: float) -> dict[str, float]:
         "lag_p99_ms": lags[int(0.99 * (len(lags) - 1))] * 1000,
         "updates_per_s": updates / wall,
         "stale": len(stale),
+        "series": series,
+        "store_mib": store_bytes / 2**20,
     }
 
 
@@ -206,21 +215,24 @@ def main() -> None:
         rows.append(figures)
     lines = [
         "`python bench/fleet_cost.py` (the console side of a fleet: one `Fleet` streaming each",
-        "host's `metrics --watch --json` once a second over its SSH link; each host a fake",
+        "host's `metrics --watch --json` once a second over its SSH link, each host's readings",
+        "fed into a store of its own as the console does (one hour a series, preallocated, so",
+        "the RSS is already what an hour holds for these series); each host a fake",
         "asyncssh host on 127.0.2.N with a simulated 8-GPU demo box and two single-GPU servers;",
         f"measured over {args.seconds:g} s once every host read `up` with both servers ready).",
         "Hosts, servers and the console share this 2-core machine, so the load is the whole",
         "fleet's, and the console's lag includes waiting for a core.",
         "",
-        "| hosts | GPUs | servers | console CPU | RSS | loop lag p50 / p99 | readings/s"
-        " | stale | load |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| hosts | GPUs | servers | console CPU | RSS | host stores | loop lag p50 / p99"
+        " | readings/s | stale | load |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for row in rows:
         hosts = int(row["hosts"])
         lines.append(
             f"| {hosts} | {8 * hosts} | {SERVERS_PER_HOST * hosts} | {row['cpu_share'] * 100:.1f}%"
-            f" | {row['rss_mib']:.0f} MiB | {row['lag_p50_ms']:.1f} / {row['lag_p99_ms']:.1f} ms"
+            f" | {row['rss_mib']:.0f} MiB | {int(row['series'])} series, {row['store_mib']:.1f} MiB"
+            f" | {row['lag_p50_ms']:.1f} / {row['lag_p99_ms']:.1f} ms"
             f" | {row['updates_per_s']:.1f} | {int(row['stale'])} | {row['load']:.1f} |"
         )
     if len(rows) >= 2:
@@ -232,7 +244,7 @@ def main() -> None:
             "",
             f"Growth from {int(first['hosts'])} to {int(last['hosts'])} hosts: about"
             f" {per_host_cpu:.2f}% of a core and {per_host_rss:.1f} MiB per added host"
-            " (linear in the hosts: one link and one stream each).",
+            " (linear in the hosts: one link, one stream and one store each).",
         ]
     update_results("Fleet cost (issue 21)", "\n".join(lines))
 
