@@ -207,11 +207,14 @@ def _remote(args: argparse.Namespace) -> int:
     from console.fleet.link import HostLink
 
     if args.remote_handler is None:
-        raise UsageError(
-            f"--host {args.host}: give a command to run there (e.g. `ddconsole --host "
-            f"{args.host} ps`); `ddconsole` opens the console with every host in its fleet view"
-        )
-    refuse_if_read_only(args, args.remote_handler)
+        # No verb: the console itself, there, on this terminal.
+        if not (sys.stdin.isatty() and sys.stdout.isatty()):
+            raise UsageError(
+                f"--host {args.host}: the console there needs a terminal here; without one "
+                f"give a command to run there (e.g. `ddconsole --host {args.host} ps`)"
+            )
+    else:
+        refuse_if_read_only(args, args.remote_handler)
     host = find_host(load_hosts(), args.host)
     link = HostLink(host)
 

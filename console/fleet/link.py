@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import os
 import shlex
 import socket
 import sys
@@ -299,7 +300,12 @@ class HostLink:
     async def relay(self, args: Sequence[str], out: IO[str], err: IO[str]) -> int:
         """Run `ddconsole ARGS` on the remote host with its stdout and stderr written to
         `out` and `err` as they come; its exit status (128 + N for a signal N). A local
-        output that is closed (`| head`) raises BrokenPipeError, with the command ended."""
+        output that is closed (`| head`) raises BrokenPipeError, with the command ended.
+        Where this process's stdin and `out` are a terminal, the command gets a terminal
+        there and this one relays it (keys, screen, size): the console, prompts and
+        progress bars work as over `ssh -t`."""
+        if _on_terminal(out):
+            return await self.relay_terminal(args, out.fileno())
         conn = await self._connection()
         process = await self._start(conn, args, self.connect_timeout_s)
         copies = [
@@ -317,6 +323,25 @@ class HostLink:
             if isinstance(exc, BrokenPipeError) or not isinstance(exc, asyncssh.Error | OSError):
                 raise
             raise LinkDown(f"host {self.host.name}: {describe(exc, KEEPALIVE_S)}") from None
+        if completed.exit_status is None and completed.exit_signal is None:
+            await asyncio.sleep(0)  # the lost connection's reason arrives with it
+            raise LinkDown(f"host {self.host.name}: {self.reason or 'connection lost'}")
+        return _status(completed.exit_status, completed.exit_signal)
+
+    async def relay_terminal(self, args: Sequence[str], stdout_fd: int) -> int:
+        """`ddconsole ARGS` on a terminal there, relayed to this one (console.fleet.terminal);
+        its exit status, 128 + N when signal N here ended the relay."""
+        from console.fleet import terminal
+
+        conn = await self._connection()
+        try:
+            completed, ended_by = await terminal.relay(
+                conn, self.command(args), sys.stdin.fileno(), stdout_fd
+            )
+        except (asyncssh.Error, OSError) as exc:
+            raise LinkDown(f"host {self.host.name}: {describe(exc, KEEPALIVE_S)}") from None
+        if ended_by is not None:
+            return 128 + ended_by
         if completed.exit_status is None and completed.exit_signal is None:
             await asyncio.sleep(0)  # the lost connection's reason arrives with it
             raise LinkDown(f"host {self.host.name}: {self.reason or 'connection lost'}")
@@ -416,6 +441,14 @@ def _end(process: asyncssh.SSHClientProcess[Any]) -> None:
         process.send_signal("TERM")
     with contextlib.suppress(Exception):
         process.close()
+
+
+def _on_terminal(out: IO[str]) -> bool:
+    """This process's stdin and `out` are both a terminal (a person at the keyboard)."""
+    try:
+        return sys.stdin.isatty() and out.isatty() and os.isatty(out.fileno())
+    except (AttributeError, OSError, ValueError):  # a stream with no descriptor
+        return False
 
 
 def _status(exit_status: int | None, exit_signal: tuple[str, bool, str, str] | None) -> int:

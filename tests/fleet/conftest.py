@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
+import pty
 import signal
+import struct
 import sys
+import termios
 import threading
 import time
 from collections.abc import Coroutine, Iterator
@@ -110,6 +114,7 @@ class FakeHost:
             server_factory=Server,
             process_factory=self._handle,
             encoding=None,
+            line_editor=False,  # a terminal's keys go to the command's own terminal, raw
             reuse_address=True,
         )
 
@@ -136,6 +141,9 @@ class FakeHost:
             self._tasks.discard(task)
 
     async def _run(self, process: asyncssh.SSHServerProcess[bytes]) -> None:
+        if process.term_type:
+            await self._run_on_terminal(process)
+            return
         proc = await asyncio.create_subprocess_exec(
             "/bin/sh",
             "-c",
@@ -163,6 +171,84 @@ class FakeHost:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(proc.wait(), 10)
             self._procs.discard(proc)
+
+    async def _run_on_terminal(self, process: asyncssh.SSHServerProcess[bytes]) -> None:
+        """A client that asked for a terminal (`ssh -t`): the command on a pseudo-terminal
+        of its size, as its session's controlling terminal, as sshd runs it; keys in, the
+        screen out, a size change followed."""
+        master, slave = pty.openpty()
+        columns, rows, *_ = process.term_size
+        _set_size(slave, columns, rows)
+
+        def controlling_terminal() -> None:
+            os.setsid()
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+        proc = await asyncio.create_subprocess_exec(
+            "/bin/sh",
+            "-c",
+            process.command or "true",
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env={**self.env, "TERM": process.term_type or "xterm"},
+            cwd=self.root,
+            preexec_fn=controlling_terminal,
+        )
+        os.close(slave)
+        self._procs.add(proc)
+        loop = asyncio.get_running_loop()
+        ended = asyncio.Event()
+
+        def screen_out() -> None:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: every holder of the terminal has gone
+                chunk = b""
+            if chunk:
+                process.stdout.write(chunk)
+            else:
+                loop.remove_reader(master)
+                ended.set()
+
+        async def keys_in() -> None:
+            while True:
+                try:
+                    data = await process.stdin.read(4096)
+                except asyncssh.TerminalSizeChanged as change:
+                    _set_size(master, change.width, change.height)
+                    continue
+                except Exception:  # the channel is gone: sshd hangs the session up
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(proc.pid, signal.SIGHUP)
+                    return
+                if not data:
+                    if process.is_closing():
+                        with contextlib.suppress(ProcessLookupError, PermissionError):
+                            os.killpg(proc.pid, signal.SIGHUP)
+                    return
+                os.write(master, data)
+
+        loop.add_reader(master, screen_out)
+        keys = asyncio.ensure_future(keys_in())
+        try:
+            await ended.wait()
+            status = await proc.wait()
+            with contextlib.suppress(Exception):
+                process.exit(status if status >= 0 else 128 - status)
+        finally:
+            keys.cancel()
+            loop.remove_reader(master)
+            os.close(master)
+            if proc.returncode is None:
+                _kill_group(proc)
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(proc.wait(), 10)
+            self._procs.discard(proc)
+
+
+def _set_size(fd: int, columns: int, rows: int) -> None:
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
 
 
 async def _pump(
