@@ -156,6 +156,10 @@ async def read_counters(
         requests=snapshot.total("sglang:num_requests_total"),
         accept_length_gauge=sum(gauges) / len(gauges) if gauges else None,
         workers=workers,
+        worker_generation_tokens=tuple(
+            snapshot.total("sglang:generation_tokens_total", **{GATEWAY_WORKER_LABEL: w}) or 0.0
+            for w in workers
+        ),
     )
 
 

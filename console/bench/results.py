@@ -102,13 +102,18 @@ class Counters:
     workers: tuple[str, ...] = ()
     """Through SGLang's model gateway: the workers (`worker_addr`) whose `/engine_metrics`
     counters are summed here; empty for one server's own `/metrics`."""
+    worker_generation_tokens: tuple[float, ...] = ()
+    """Each of `workers`' own `sglang:generation_tokens_total`, in their order: a worker
+    that restarted between two readings (its counters back to zero) is seen in them even
+    while the sum still grows."""
 
-    def to_json(self) -> dict[str, float | list[str] | None]:
-        data: dict[str, float | list[str] | None] = {
+    def to_json(self) -> dict[str, float | list[str] | list[float] | None]:
+        data: dict[str, float | list[str] | list[float] | None] = {
             name: getattr(self, name) for name in COUNTER_FIELDS
         }
         if self.workers:
             data["workers"] = list(self.workers)
+            data["worker_generation_tokens"] = list(self.worker_generation_tokens)
         return data
 
     @classmethod
@@ -117,10 +122,16 @@ class Counters:
         if not isinstance(data, Mapping) or not data:
             return None
         workers = data.get("workers")
+        per_worker = data.get("worker_generation_tokens")
         return cls(
             **{name: _opt_float(data.get(name)) for name in COUNTER_FIELDS},
             workers=tuple(w for w in workers if isinstance(w, str))
             if isinstance(workers, list)
+            else (),
+            worker_generation_tokens=tuple(
+                float(v) for v in per_worker if isinstance(v, int | float)
+            )
+            if isinstance(per_worker, list)
             else (),
         )
 
@@ -134,7 +145,18 @@ class Counters:
             return None
         if after is not None and after.workers != self.workers:
             return None
+        if after is not None and _a_worker_went_back(self, after):
+            return None
         return float(b - a)
+
+
+def _a_worker_went_back(before: Counters, after: Counters) -> bool:
+    """A gateway's worker whose own counter fell between the readings: it restarted, and
+    the sum's increase leaves out what it had counted before."""
+    then, now = before.worker_generation_tokens, after.worker_generation_tokens
+    if not before.workers or len(then) != len(before.workers) or len(now) != len(then):
+        return False
+    return any(b < a for a, b in zip(then, now, strict=True))
 
 
 COUNTER_FIELDS = (

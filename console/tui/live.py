@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import importlib
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -159,6 +161,8 @@ class LiveBackend:
             # The hosts file first: the fleet's SSH stack is not imported for one host.
             if all(host.is_local for host in load_hosts()):
                 return
+            # The SSH stack's import takes a few tenths of a second: not on the UI loop.
+            await asyncio.to_thread(importlib.import_module, "console.fleet.fleet")
             fleet = self.fleet_factory()
         except ConsoleError:
             return

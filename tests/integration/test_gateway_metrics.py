@@ -65,6 +65,9 @@ def test_metrics_reads_the_replicas_through_the_gateway() -> None:
     total = sum(c.generation_tokens or 0 for c in direct if c is not None)
     assert total > 0
     assert through.generation_tokens == total
+    assert through.worker_generation_tokens == tuple(
+        c.generation_tokens or 0 for c in direct if c is not None
+    )
     assert through.requests == sum(c.requests or 0 for c in direct if c is not None)
 
 
