@@ -10,6 +10,7 @@ command to run by hand; nothing here raises but a cancellation.
 from __future__ import annotations
 
 import json
+import math
 import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -49,25 +50,49 @@ class RemoteOutcome:
     hint: str | None = None
 
 
+MAX_ID = 200
+"""The longest server id sent to another host."""
+
+
+def valid_server_id(value: object) -> bool:
+    """A server id as the verbs there take it: printable, bounded, no path and no option."""
+    return (
+        isinstance(value, str)
+        and 0 < len(value) <= MAX_ID
+        and "/" not in value
+        and "\\" not in value
+        and not value.startswith("-")
+        and value.isprintable()
+        and not any(c.isspace() for c in value)
+    )
+
+
+# The id goes last, after `--`: argparse then reads it as the id whatever it looks like.
 def stop_args(server_id: str) -> list[str]:
-    return ["down", server_id, "--exact", "--yes", "--json", "--grace", f"{GRACE_S:g}"]
+    return ["down", "--exact", "--yes", "--json", "--grace", f"{GRACE_S:g}", "--", server_id]
 
 
 def restart_args(server_id: str) -> list[str]:
     return [
         "restart",
-        server_id,
         "--exact",
         "--json",
         "--grace",
         f"{GRACE_S:g}",
         "--timeout",
         f"{READY_TIMEOUT_S:g}",
+        "--",
+        server_id,
     ]
 
 
 def logs_args(server_id: str, lines: int = LOG_LINES) -> list[str]:
-    return ["logs", server_id, "--exact", "--lines", str(lines), "--json"]
+    return ["logs", "--exact", "--lines", str(lines), "--json", "--", server_id]
+
+
+def _strings(value: object) -> list[str]:
+    """A list of strings from another host's answer; anything else reads as none."""
+    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
 
 
 def by_hand(host: str, *args: str) -> str:
@@ -79,7 +104,10 @@ def _stderr_reason(result: RemoteResult) -> str:
     """The verb's own one-line reason (its last line on stderr), or its exit status."""
     lines = [line.strip() for line in result.stderr.splitlines() if line.strip()]
     if lines:
-        return lines[-1].removeprefix("ddconsole: error: ").removeprefix("ddconsole: ")[:300]
+        last = lines[-1]
+        for verb in ("", " down", " restart", " logs"):
+            last = last.removeprefix(f"ddconsole{verb}: error: ")
+        return last.removeprefix("ddconsole: ")[:300]
     return f"exit status {result.exit_status}"
 
 
@@ -116,21 +144,29 @@ def read_stop(host: str, server_id: str, result: RemoteResult) -> RemoteOutcome:
             False, f"down on {host} answered for {', '.join(others)}, not {server_id}", hint=hint
         )
     entry = entries[0]
-    outcome = str(entry.get("result", "?"))
+    outcome = _text(entry.get("result"))
     if outcome == "stopped":
         how = "SIGKILL" if entry.get("sigkill") else "SIGTERM"
         seconds = entry.get("seconds")
-        took = f", {seconds:.1f} s" if isinstance(seconds, int | float) else ""
-        notes = [str(n) for n in entry.get("notes") or [] if isinstance(n, str)]
+        took = ""
+        if isinstance(seconds, int | float) and not isinstance(seconds, bool):
+            took = f", {seconds:.1f} s" if math.isfinite(seconds) else ""
+        notes = _strings(entry.get("notes"))
         if entry.get("port_free") is False:
             notes.append("its port is still held")
         tail = f"; {'; '.join(notes)}" if notes else ""
         return RemoteOutcome(True, f"{server_id} on {host}: stopped ({how}{took}){tail}")
     if outcome == "forgotten":
-        return RemoteOutcome(True, f"{server_id} on {host}: forgotten ({entry.get('state')})")
+        state = entry.get("state")
+        return RemoteOutcome(True, f"{server_id} on {host}: forgotten ({_text(state)})")
     error = entry.get("error")
-    why = f": {error}" if isinstance(error, str) else ""
-    return RemoteOutcome(False, f"{server_id} on {host}: {outcome}{why}", hint=hint)
+    why = f": {error[:300]}" if isinstance(error, str) else ""
+    return RemoteOutcome(False, f"{server_id} on {host}: {outcome[:100]}{why}", hint=hint)
+
+
+def _text(value: object, limit: int = 300) -> str:
+    """A field of another host's answer shown in a line: a string (cut), else `?`."""
+    return value[:limit] if isinstance(value, str) else "?"
 
 
 def read_restart(host: str, server_id: str, result: RemoteResult) -> RemoteOutcome:
@@ -142,14 +178,16 @@ def read_restart(host: str, server_id: str, result: RemoteResult) -> RemoteOutco
     if status.get("id") != server_id:
         return RemoteOutcome(
             False,
-            f"restart on {host} answered for {status.get('id')!r}, not {server_id}",
+            f"restart on {host} answered for {_text(status.get('id'), 100)!r}, not {server_id}",
             hint=hint,
         )
-    state = str(status.get("state", "?"))
+    state = _text(status.get("state"), 100)
     if state == "ready":
-        return RemoteOutcome(True, f"{server_id} on {host}: ready at {status.get('url') or '-'}")
-    reason = status.get("reason") or _stderr_reason(result)
-    excerpt = tuple(str(line) for line in status.get("failure_excerpt") or [])[-4:]
+        url = status.get("url")
+        return RemoteOutcome(True, f"{server_id} on {host}: ready at {_text(url) if url else '-'}")
+    reason = status.get("reason")
+    reason = reason[:300] if isinstance(reason, str) and reason else _stderr_reason(result)
+    excerpt = tuple(_strings(status.get("failure_excerpt")))[-4:]
     return RemoteOutcome(False, f"{server_id} on {host}: {state}: {reason}", excerpt, hint)
 
 
@@ -162,11 +200,11 @@ def read_logs(host: str, server_id: str, result: RemoteResult) -> RemoteOutcome:
     if named != server_id:
         return RemoteOutcome(
             False,
-            f"logs on {host} answered for {named!r}, not {server_id}",
+            f"logs on {host} answered for {_text(named, 100)!r}, not {server_id}",
             hint=by_hand(host, "logs", server_id),
         )
-    lines = tuple(str(line) for line in answer.get("lines") or [] if isinstance(line, str))
-    state = answer["server"].get("state", "?")
+    lines = tuple(_strings(answer.get("lines")))
+    state = _text(answer["server"].get("state"), 100)
     return RemoteOutcome(True, f"{server_id} on {host} ({state}): last {len(lines)} lines", lines)
 
 
@@ -177,18 +215,28 @@ async def _call(
     timeout_s: float,
     read: Callable[[str, str, RemoteResult], RemoteOutcome],
 ) -> RemoteOutcome:
-    verb, server_id = args[0], args[1]
+    verb, server_id = args[0], args[-1]
+    hint = by_hand(host, verb, server_id)
+    if not valid_server_id(server_id):
+        # Never sent: an id like `--all` would be an option there (and `--` is no help
+        # against a ddconsole too old to honour it).
+        return RemoteOutcome(False, f"{verb} on {host}: {server_id[:100]!r} is not a server id")
     try:
         result = await runner.run(host, args, timeout_s=timeout_s)
     except ConsoleError as exc:  # LinkDown: unreachable, lost, or over its time
-        return RemoteOutcome(
-            False,
-            f"{verb} {server_id} on {host}: {exc.message}",
-            hint=by_hand(host, verb, server_id),
-        )
+        return RemoteOutcome(False, f"{verb} {server_id} on {host}: {exc.message}", hint=hint)
     except KeyError:
         return RemoteOutcome(False, f"{verb} {server_id}: no host {host!r} in the fleet")
-    return read(host, server_id, result)
+    except Exception as exc:  # whatever a link raises besides LinkDown: an outcome
+        return RemoteOutcome(
+            False, f"{verb} {server_id} on {host}: {type(exc).__name__}: {exc}", hint=hint
+        )
+    try:
+        return read(host, server_id, result)
+    except Exception as exc:  # another host's answer: whatever the reader trips on
+        return RemoteOutcome(
+            False, f"{verb} {server_id} on {host}: answer unreadable ({exc!r})"[:400], hint=hint
+        )
 
 
 async def stop(runner: Runner, host: str, server_id: str) -> RemoteOutcome:

@@ -11,6 +11,7 @@ fleet is running: the Runs screen imports this module with one host too.
 from __future__ import annotations
 
 import json
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -56,6 +57,14 @@ class HostRuns:
     """Entries of the listing that were not runs."""
     error: str | None = None
     """Why the latest listing could not be had; `rows` are then the last good listing's."""
+    listed_wall: float | None = None
+    """When the last good listing was read (Unix time); None before any."""
+
+    def same_rows(self, other: HostRuns | None) -> bool:
+        """Whether `other` lists the same as this one, whenever each was read."""
+        return other is not None and replace(other, listed_wall=None) == replace(
+            self, listed_wall=None
+        )
 
 
 def valid_run_id(value: object) -> bool:
@@ -216,7 +225,7 @@ async def fetch_runs(
         rows, more, skipped = parse_run_list(result.stdout, limit)
     except ValueError as exc:
         return replace(kept, error=f"runs list gave no listing: {exc}")
-    return HostRuns(host, tuple(rows), more, skipped)
+    return HostRuns(host, tuple(rows), more, skipped, listed_wall=time.time())
 
 
 async def fetch_summary(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import subprocess
 from collections.abc import Callable
 from typing import Any
@@ -16,7 +17,6 @@ import pytest
 from textual.widgets import DataTable, RichLog
 
 from console.cli.services import Services
-from console.core.net import free_port
 from console.fleet.hosts import hosts_path
 from console.tui.app import ConsoleApp
 from console.tui.screens.modals import ConfirmScreen
@@ -50,8 +50,16 @@ def _activity(app: ConsoleApp) -> str:
 UP_ARGS = ["up", "qwen3.6-27b", "--layout", "tp1", "--port"]
 
 
-def _up() -> subprocess.CompletedProcess[str]:
-    return _dd(*UP_ARGS, str(free_port()))
+def _two_ports() -> tuple[int, int]:
+    """Two free ports, held open together while chosen so they cannot be the same one."""
+    with socket.socket() as one, socket.socket() as two:
+        one.bind(("127.0.0.1", 0))
+        two.bind(("127.0.0.1", 0))
+        return int(one.getsockname()[1]), int(two.getsockname()[1])
+
+
+def _up(port: int) -> subprocess.CompletedProcess[str]:
+    return _dd(*UP_ARGS, str(port))
 
 
 async def test_servers_grouped_by_host_stop_only_the_remote_one(
@@ -74,14 +82,16 @@ async def test_servers_grouped_by_host_stop_only_the_remote_one(
             assert fleet is not None
             # The same profile and layout here and on alpha (over the fleet's own link): two
             # servers with one id.
+            # Each on its own port, so the two launches cannot race for one.
+            mine, theirs = _two_ports()
             here, there = await asyncio.gather(
-                asyncio.to_thread(_up), fleet.run("alpha", [*UP_ARGS, str(free_port())], 120)
+                asyncio.to_thread(_up, mine), fleet.run("alpha", [*UP_ARGS, str(theirs)], 120)
             )
-            assert here.returncode == 0, here.stderr
-            assert there.exit_status == 0, there.stderr
+            assert here.returncode == 0, f"{here.stdout}\n{here.stderr}"
+            assert there.exit_status == 0, f"{there.stdout}\n{there.stderr}"
             # What the screen's actions send there names one server only: a prefix is refused.
             prefix = await fleet.run("alpha", ["down", SERVER[:-2], "--exact", "--yes"], 60)
-            assert prefix.exit_status == 2, prefix
+            assert prefix.exit_status == 2, f"{prefix.stdout}\n{prefix.stderr}"
             assert "exact id" in prefix.stderr
             local_pid = local_ps()[SERVER]["pid"]
             await until(
@@ -123,6 +133,7 @@ async def test_servers_grouped_by_host_stop_only_the_remote_one(
                 "alpha's server gone from its row",
             )
             answer = await fleet.run("alpha", ["ps", "--json"], timeout_s=60)
+            assert answer.exit_status == 0, f"{answer.stdout}\n{answer.stderr}"
             on_alpha = {s["id"]: s for s in json.loads(answer.stdout)}
             assert on_alpha[SERVER]["state"] == "stopped", on_alpha
             mine = local_ps()[SERVER]

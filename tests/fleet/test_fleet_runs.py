@@ -105,9 +105,11 @@ async def test_runs_screen_lists_and_shows_another_hosts_run(
         table.move_cursor(row=[r[1] for r in rows].index(remote_id))
         await until(pilot, lambda: "on host alpha" in _detail(screen), 60, "alpha's run shown")
         text = _detail(screen)
-        assert remote_id in text
-        assert "there" in text
-        assert "128" in text  # its level's output tok/s, from the summary read on alpha
+        assert screen.summary is not None
+        assert screen.summary.run_id == remote_id
+        assert f"{remote_id}  there  [done]" in text, text  # its id, name and status
+        # Its level's output tok/s, from the summary read on alpha.
+        assert "best per level: 2: the server 128.0 tok/s" in text, text
 
 
 async def test_a_host_that_cannot_be_reached_is_a_reason(tmp_path: Path) -> None:

@@ -5,8 +5,10 @@ hand, and an older ddconsole without --exact is never left to guess by prefix.""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
+
+import pytest
 
 from console.fleet import remote_ops
 from console.fleet.link import LinkDown, RemoteResult
@@ -56,7 +58,8 @@ def test_every_call_asks_for_the_exact_id() -> None:
         remote_ops.restart_args(SERVER),
         remote_ops.logs_args(SERVER),
     ):
-        assert args[1] == SERVER
+        # The id last, after `--`: whatever it looks like, it is no option there.
+        assert args[-2:] == ["--", SERVER]
         assert "--exact" in args
         assert "--json" in args
 
@@ -142,3 +145,85 @@ async def test_an_unreachable_host_is_an_outcome_not_an_error() -> None:
         Runner(answer({"server": STATUS, "lines": LINES})), "a", SERVER
     )
     assert logs.ok
+
+
+@pytest.mark.parametrize(
+    ("read", "data"),
+    [
+        # Each shape a version-skewed host could print; none may raise.
+        (remote_ops.read_stop, [{**DOWN[0], "notes": 5}]),
+        (remote_ops.read_stop, [{**DOWN[0], "notes": "held"}]),
+        (remote_ops.read_stop, [{**DOWN[0], "seconds": float("nan")}]),
+        (remote_ops.read_stop, [{**DOWN[0], "seconds": True}]),
+        (remote_ops.read_stop, [{**DOWN[0], "result": ["stopped"]}]),
+        (remote_ops.read_stop, [{"id": SERVER, "result": "failed", "error": {"x": 1}}]),
+        (remote_ops.read_restart, {**STATUS, "failure_excerpt": 3}),
+        (remote_ops.read_restart, {**STATUS, "failure_excerpt": "boom"}),
+        (remote_ops.read_restart, {**STATUS, "state": 7, "reason": ["x"]}),
+        (remote_ops.read_restart, {**STATUS, "url": 5}),
+        (remote_ops.read_logs, {"server": STATUS, "lines": 7}),
+        (remote_ops.read_logs, {"server": STATUS, "lines": "one line"}),
+        (remote_ops.read_logs, {"server": {**STATUS, "state": None}, "lines": [1, "x"]}),
+    ],
+)
+def test_a_malformed_answer_is_read_not_raised(
+    read: Callable[[str, str, RemoteResult], remote_ops.RemoteOutcome], data: object
+) -> None:
+    outcome = read("alpha", SERVER, answer(data))
+    assert SERVER in outcome.summary
+    assert "nan" not in outcome.summary
+    assert "; h; e" not in outcome.summary  # a string is not split into notes
+    assert all(isinstance(line, str) for line in outcome.lines)
+
+
+def test_malformed_answers_read_as_unknown() -> None:
+    notes = remote_ops.read_stop("alpha", SERVER, answer([{**DOWN[0], "notes": "held"}]))
+    assert notes.summary == f"{SERVER} on alpha: stopped (SIGTERM, 0.3 s)"
+    nan = remote_ops.read_stop("alpha", SERVER, answer([{**DOWN[0], "seconds": float("nan")}]))
+    assert nan.summary == f"{SERVER} on alpha: stopped (SIGTERM)"
+    failed = {**STATUS, "state": "failed", "reason": "exit 1", "failure_excerpt": 3}
+    restart = remote_ops.read_restart("alpha", SERVER, answer(failed))
+    assert (restart.ok, restart.lines) == (False, ())
+    logs = remote_ops.read_logs("alpha", SERVER, answer({"server": STATUS, "lines": 7}))
+    assert (logs.ok, logs.lines) == (True, ())
+
+
+async def test_a_reader_or_link_that_raises_is_an_outcome_naming_host_and_command(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken(host: str, server_id: str, result: RemoteResult) -> remote_ops.RemoteOutcome:
+        raise TypeError("'int' object is not iterable")
+
+    monkeypatch.setattr(remote_ops, "read_stop", broken)
+    outcome = await remote_ops.stop(Runner(answer(DOWN)), "alpha", SERVER)
+    assert not outcome.ok
+    assert outcome.summary.startswith(f"down {SERVER} on alpha: answer unreadable")
+    assert outcome.hint == f"ddconsole --host alpha down {SERVER}"
+
+    class Failing(Runner):
+        async def run(
+            self, name: str, args: Sequence[str], timeout_s: float = 120.0
+        ) -> RemoteResult:
+            raise OSError("broken pipe")
+
+    outcome = await remote_ops.restart(Failing(None), "alpha", SERVER)
+    assert not outcome.ok
+    assert outcome.summary == f"restart {SERVER} on alpha: OSError: broken pipe"
+
+
+@pytest.mark.parametrize("bad", ["--all", "-a", "", "a/b", "a b", "x\ny", "x" * 201])
+async def test_an_id_that_is_not_a_server_id_is_refused_and_nothing_is_run(bad: str) -> None:
+    assert not remote_ops.valid_server_id(bad)
+    runner = Runner(answer(DOWN))
+    for call in (remote_ops.stop, remote_ops.restart, remote_ops.log_tail):
+        outcome = await call(runner, "alpha", bad)
+        assert not outcome.ok
+        assert "is not a server id" in outcome.summary
+    assert runner.calls == []
+    assert remote_ops.valid_server_id(SERVER)
+
+
+def test_the_reason_drops_the_verbs_error_head() -> None:
+    refused = RemoteResult(2, "", "ddconsole down: error: unrecognized arguments: --bogus\n")
+    outcome = remote_ops.read_stop("alpha", SERVER, refused)
+    assert outcome.summary == f"down {SERVER} on alpha failed: unrecognized arguments: --bogus"

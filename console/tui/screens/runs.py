@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
@@ -38,6 +39,7 @@ from console.bench.noise import RunErrors, run_errors
 from console.bench.plotdata import Pareto, Plot, RunPlots, run_folder_gpus, run_plots
 from console.bench.results import RunSummary
 from console.core.errors import ConsoleError
+from console.core.units import format_duration
 from console.fleet.hosts import LOCAL
 from console.fleet.remote_runs import (
     HostRuns,
@@ -128,6 +130,24 @@ def host_notes(runs: HostRuns | None, host: str) -> list[tuple[str, str, str]]:
         text = f"{host}: {runs.skipped} entries of its listing were not runs (skipped)"
         notes.append((f"{host}{NOTE}skipped", text, text))
     return notes
+
+
+def stale_line(runs: HostRuns | None, host: str, now: float) -> str | None:
+    """What a stale host's run detail says above its summary: why, and how old the
+    listing it was last read with is; None while the host's listing is current."""
+    if runs is None or runs.error is None:
+        return None
+    age = (
+        f", {format_duration(max(0.0, now - runs.listed_wall))} ago"
+        if runs.listed_wall is not None
+        else ""
+    )
+    return f"{host} is {runs.error}; this run is as last read{age}"
+
+
+def stale_status(status: str) -> str:
+    """A stale host's run's STATUS: as last read, marked."""
+    return f"{status} (stale)"
 
 
 class RunsScreen(FindScreen):
@@ -258,9 +278,12 @@ class RunsScreen(FindScreen):
             listed = await fetch_runs(fleet, name, self.remote.get(name))
         finally:
             self._fetching.discard(name)
-        if self.remote.get(name) == listed or not self.is_mounted:
+        if not self.is_mounted:
             return
-        self.remote[name] = listed
+        same = listed.same_rows(self.remote.get(name))
+        self.remote[name] = listed  # kept even when unchanged: its time says how old it is
+        if same:
+            return
         self._fill()
         current = self.selected_id()
         if current is not None and split_key(current)[0] == name and not self.comparing:
@@ -285,6 +308,8 @@ class RunsScreen(FindScreen):
             return
         stamp = row_stamp(row)
         if self.shown == key and self._remote_stamp == stamp:
+            # The same run as read: drawn again, as its host may have gone stale or come back.
+            self._refit_detail()
             return
         self.shown, self._remote_stamp = key, stamp
         cached = self._summaries.get(host, run_id, stamp)
@@ -305,11 +330,11 @@ class RunsScreen(FindScreen):
         try:
             summary = await fetch_summary(fleet, host, run_id)
         except RemoteRunError as exc:
-            if self.shown == key:
+            if self.shown == key and self._still_selected(key):
                 self._show_text(f"{host}: {run_id}: {exc.message}")
             return
         self._summaries.put(host, run_id, stamp, summary)
-        if self.shown == key and not self.comparing:
+        if self.shown == key and self._still_selected(key):
             self._show_summary(key, summary, None, run_plots(summary), host)
 
     @work(thread=True, exclusive=True, group="runs-list")
@@ -333,8 +358,14 @@ class RunsScreen(FindScreen):
             for other in fleet.hosts:
                 if other.name != LOCAL:
                     entries += self._host_entries(other.name)
+        stale = {host for host, runs in self.remote.items() if runs.error is not None}
         rows = [row for _, _, row in entries if isinstance(row, RunRow)]
-        statuses = [r.status if r.error is None else f"unreadable: {r.error}" for r in rows]
+        statuses = [
+            stale_status(status) if host in stale else status
+            for _, host, row in entries
+            if isinstance(row, RunRow)
+            for status in [row.status if row.error is None else f"unreadable: {row.error}"]
+        ]
         others = max([len("STATUS"), *(len(s) for s in statuses)])
         others += len("campaign") + len("CELLS") + 2 * table.cell_padding * len(columns)
         if self._with_hosts:
@@ -344,12 +375,15 @@ class RunsScreen(FindScreen):
         status_of = iter(statuses)
         listed: list[FindRow] = []
         for key, host, row in entries:
+            # A stale host's rows follow its error note: sorted or not, they stay under it.
+            follows = f"{host}{NOTE}error" if host in stale else None
             if isinstance(row, Text):
                 note = row.plain
                 cut = note if len(note) <= room else note[: room - 1] + "…"
                 cells: dict[str, str | Text] = {"HOST": host, "RUN": Text(cut, style=row.style)}
                 cells |= {"KIND": "", "STATUS": "", "CELLS": ""}
-                listed.append(FindRow(key, cells, search=note))
+                lead = follows if follows != key else None
+                listed.append(FindRow(key, cells, search=note, follows=lead))
                 continue
             # A marked run shows the letter it has in the comparison.
             marked = key in self.marked
@@ -362,10 +396,12 @@ class RunsScreen(FindScreen):
             }
             if self._with_hosts:  # one host: the filter matches what it did before
                 cells["HOST"] = host
+            if follows is not None:  # as last read: dimmed
+                cells = {column: Text(str(cell), style="dim") for column, cell in cells.items()}
             order = {"RUN": (1, 0.0, row.run_id), "CELLS": (0, float(row.cells_done), "")}
             # The label may be cut in the middle: the filter reads the full id and name.
             search = f"{row.run_id} {row.name or ''}"
-            listed.append(FindRow(key, cells, order, search))
+            listed.append(FindRow(key, cells, order, search, follows))
         self._shown_ids = self.fill_found(table, columns, listed, selected, "runs")
 
     def _host_entries(self, host: str) -> list[tuple[str, str, RunRow | Text]]:
@@ -454,6 +490,16 @@ class RunsScreen(FindScreen):
         else:
             self._open_remote(key, host, run_id)
 
+    def _still_selected(self, key: str) -> bool:
+        """Whether row `key` is still the selected one, with no comparison shown: a detail
+        read for a row the cursor has left is dropped (`exclusive` cannot stop a thread)."""
+        return not self.comparing and self.selected_id() == key
+
+    def _show_local(self, run_id: str, shown: Callable[[], None]) -> None:
+        """On the UI loop: show a local run's detail if its row is still selected."""
+        if self._still_selected(run_id):
+            shown()
+
     @work(thread=True, exclusive=True, group="runs-detail")
     def _load_local_detail(self, run_id: str) -> None:
         # Stamped before reading: a change made while it reads is seen on the next check.
@@ -461,13 +507,19 @@ class RunsScreen(FindScreen):
         try:
             summary = self.backend.run_summary(run_id)
         except ConsoleError as exc:  # one damaged run: said in its detail, the screen goes on
-            self.app.call_from_thread(self._show_text, exc.message)
+            message = exc.message
+            self.app.call_from_thread(self._show_local, run_id, lambda: self._show_text(message))
             return
         if summary is None:
-            self.app.call_from_thread(self._show_text, self._no_summary(run_id))
+            text = self._no_summary(run_id)
+            self.app.call_from_thread(self._show_local, run_id, lambda: self._show_text(text))
             return
         plots = run_plots(summary, self._run_gpus(run_id, summary))
-        self.app.call_from_thread(self._show_summary, run_id, summary, stamp, plots)
+        self.app.call_from_thread(
+            self._show_local,
+            run_id,
+            lambda: self._show_summary(run_id, summary, stamp, plots),
+        )
 
     def _run_gpus(self, run_id: str, summary: RunSummary) -> dict[str, int]:
         """Each cell's GPU count from the run's run.json (in the results folder, else where
@@ -518,6 +570,9 @@ class RunsScreen(FindScreen):
                 (host, "bold"),
                 (f"  · its runs are compared there: ddconsole --host {host} runs compare", "dim"),
             )
+            line = stale_line(self.remote.get(host), host, time.time())
+            if line is not None:
+                where.append(f"\n{line}", style="bold yellow")
             view = Group(where, view)
         self._show_detail(view, acceptance_view(summary, width))
         if self.plot_page is not None:

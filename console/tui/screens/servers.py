@@ -362,6 +362,19 @@ class ServersScreen(FindScreen):
         )
         return True
 
+    def _not_an_id(self, host: RemoteHost, server: RemoteServer) -> bool:
+        """Another host's reading may list an id that would be an option there (`--all`):
+        it is never sent; say so."""
+        if remote_ops.valid_server_id(server.id):
+            return False
+        self.notify(
+            f"{host.name} lists a server whose id {server.id[:80]!r} is not a server id: "
+            "nothing is run there",
+            severity="warning",
+            timeout=8,
+        )
+        return True
+
     def _remote_target(self, verb: str) -> tuple[RemoteHost, RemoteServer] | None:
         """The selected remote server an action may run on (None, with a notice, for a host
         row, an external server or a host that is not up)."""
@@ -371,6 +384,8 @@ class ServersScreen(FindScreen):
         host, server = remote
         if server is None:
             self.notify(f"select one of {host.name}'s servers", severity="warning")
+            return None
+        if self._not_an_id(host, server):
             return None
         if server.external:
             self.notify(
@@ -384,8 +399,14 @@ class ServersScreen(FindScreen):
         return host, server
 
     def action_launch(self) -> None:
-        if self._refused() or self._remote_refused("up"):
+        # A launch does not depend on the selected row: on another host's row it launches
+        # here too, and the notice says how to launch there.
+        if self._refused():
             return
+        remote = self.selected_remote()
+        if remote is not None:
+            there = by_hand(remote[0].name, "up", "PROFILE", "--layout", "L")
+            self.notify(f"launching on this host; on {remote[0].name}: {there}", timeout=8)
 
         def chosen(choice: LaunchChoice | None) -> None:
             if choice is not None:
@@ -527,6 +548,8 @@ class ServersScreen(FindScreen):
             host, chosen = remote
             if chosen is None:
                 self.notify(f"select one of {host.name}'s servers", severity="warning")
+            elif self._not_an_id(host, chosen):
+                pass
             elif chosen.external:
                 self.notify(f"{chosen.id} on {host.name} is external: no log", severity="warning")
             elif not self._remote_unreachable(host, "logs", chosen.id):
