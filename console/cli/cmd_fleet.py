@@ -118,7 +118,7 @@ def _print(summaries: Sequence[HostSummary], via: dict[str, str | None]) -> None
                 s.target if prometheus is None else f"{s.target} via {prometheus}",
                 s.state,
                 f"{s.gpus_busy}/{s.gpus_total}" if s.gpus_total is not None else "-",
-                f"{s.servers_ready}/{len(s.servers)}" if s.age_s is not None else "-",
+                f"{s.servers_ready}/{s.servers_total}" if s.age_s is not None else "-",
                 f"{s.tok_s:.1f}" if s.tok_s is not None else "-",
                 f"{len(bad)} not ok" if bad else ("ok" if s.sources else "-"),
                 f"{s.age_s:.1f}s" if s.age_s is not None else "-",

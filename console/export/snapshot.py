@@ -197,7 +197,8 @@ def to_markdown(
                     f"TTFT p50/p99 {latency_pair(last, 'ttft')} ms at {_clock(last['at_wall'])}"
                 )
             else:
-                lines.append(f"- {s['id']} ({state}): no figures were read before it stopped")
+                why = f": {s['reason']}" if s.get("reason") else ""
+                lines.append(f"- {s['id']} ({state}{why}): no figures held from before it ended")
     lines += ["", "## GPUs", ""]
     gpus = reading["gpus"]
     if gpus:

@@ -14,6 +14,8 @@ from typing import Any
 BUSY_UTIL_PCT = 10.0
 """A GPU no live server holds is busy from this utilisation up (someone else's work)."""
 LIVE_STATES = frozenset({"starting", "loading", "warming", "ready", "stopping"})
+ENDED_STATES = frozenset({"stopped", "failed", "exited"})
+"""A managed server that ended: a reading lists it for a while with its reason, no figures."""
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,12 @@ class ServerBrief:
     gpus: tuple[int, ...]
     url: str | None
     external: bool
+    reason: str | None = None
+    """Why it ended, for one that did."""
+
+    @property
+    def ended(self) -> bool:
+        return self.state in ENDED_STATES
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -33,6 +41,7 @@ class ServerBrief:
             "gpus": list(self.gpus),
             "url": self.url,
             "external": self.external,
+            "reason": self.reason,
         }
 
 
@@ -83,6 +92,7 @@ def _server(raw: object) -> ServerBrief | None:
         gpus=gpus,
         url=url if isinstance(url, str) else None,
         external=raw.get("external") is True or raw["id"].startswith("ext-"),
+        reason=_reason(raw.get("reason")),
     )
 
 
@@ -138,6 +148,11 @@ class HostSummary:
     parse_errors: int = 0
     """Telemetry lines that could not be read (each one skipped)."""
 
+    @property
+    def servers_total(self) -> int:
+        """The servers that have not ended (the ready ones' whole)."""
+        return sum(1 for s in self.servers if not s.ended)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name,
@@ -148,6 +163,7 @@ class HostSummary:
             "gpus_total": self.gpus_total,
             "servers": [s.to_json() for s in self.servers],
             "servers_ready": self.servers_ready,
+            "servers_total": self.servers_total,
             "tok_s": self.tok_s,
             "sources": [s.to_json() for s in self.sources],
             "age_s": self.age_s,

@@ -11,6 +11,9 @@ from console.telemetry.samples import GpuSample, ServerSample
 from console.telemetry.store import TimeSeriesStore
 
 NOT_LIVE_STATES = frozenset({"stopped", "failed", "exited"})
+ENDED_LISTED_S = 3600.0
+"""How long a managed server that ended stays in a reading once its telemetry source is gone
+(with its state and reason, no figures): another host's console sees why it ended."""
 """Lifecycle states whose server has no live figures: the store's latest sample for it is
 what it last served, shown apart (`last`) with the time it was taken, never as now."""
 
@@ -159,16 +162,7 @@ def store_reading(
         entry: dict[str, object] = {"id": server_id, "metrics_source": status.to_json()}
         life = lifecycle.get(server_id)
         if life is not None:
-            entry.update(
-                {
-                    "state": life.get("state"),
-                    "url": life.get("url"),
-                    "profile": life.get("profile"),
-                    "layout": life.get("layout"),
-                    "variant": life.get("variant"),
-                    "gpus": list(life.get("gpus") or []),
-                }
-            )
+            entry.update(_identity(life))
         state = life.get("state") if life is not None else None
         live = state not in NOT_LIVE_STATES
         figures = _figures(server_sample) if server_sample is not None else None
@@ -186,6 +180,10 @@ def store_reading(
                 else dict(figures, at_wall=round(wall - (mono - server_sample.t_mono), 3))
             )
         servers.append(entry)
+    listed = {entry["id"] for entry in servers}
+    for server_id, life in sorted(lifecycle.items()):
+        if server_id not in listed and _recently_ended(life, wall):
+            servers.append(_ended_entry(server_id, life))
     cost = store.cost()
     return {
         "gpus": gpus,
@@ -200,3 +198,46 @@ def store_reading(
         else None,
         "sources": [s.to_json() for _, s in sorted(statuses.items())],
     }
+
+
+def _identity(life: dict[str, Any]) -> dict[str, object]:
+    """What a reading says of a managed server from its lifecycle status."""
+    identity: dict[str, object] = {
+        "state": life.get("state"),
+        "url": life.get("url"),
+        "profile": life.get("profile"),
+        "layout": life.get("layout"),
+        "variant": life.get("variant"),
+        "gpus": list(life.get("gpus") or []),
+    }
+    if life.get("state") in NOT_LIVE_STATES:
+        identity["reason"] = life.get("reason")
+        identity["ended_wall"] = life.get("ended_wall")
+    return identity
+
+
+def _recently_ended(life: dict[str, Any], now_wall: float) -> bool:
+    ended = life.get("ended_wall")
+    return (
+        life.get("state") in NOT_LIVE_STATES
+        and isinstance(ended, int | float)
+        and now_wall - ended <= ENDED_LISTED_S
+    )
+
+
+def _ended_entry(server_id: str, life: dict[str, Any]) -> dict[str, object]:
+    """A managed server that ended and is no longer read: its state and reason, no figures."""
+    entry: dict[str, object] = {
+        "id": server_id,
+        "metrics_source": {
+            "name": f"server:{server_id}",
+            "state": "unavailable",
+            "reason": f"the server {life.get('state')}",
+            "last_poll_ms": None,
+        },
+    }
+    entry.update(_identity(life))
+    entry.update(dict.fromkeys(SERVER_FIGURES))
+    entry["live"] = False
+    entry["last"] = None
+    return entry

@@ -44,7 +44,7 @@ def host_cells(host: HostSummary, via: str | None = None) -> list[Cell]:
     Prometheus its telemetry is read through (hosts.toml `prometheus`)."""
     stale = host.state != "up"
     dim = "dim" if stale else ""
-    total = len([s for s in host.servers if not s.external]) if host.servers else 0
+    total = sum(1 for s in host.servers if not s.external and not s.ended)
     ready = sum(1 for s in host.servers if s.state == "ready" and not s.external)
     return [
         Text(host.name, style="bold"),
@@ -72,17 +72,25 @@ def servers_by_host(hosts: list[HostSummary], wide: bool = True) -> Text:
             text.append(f"  {host.reason}", style="yellow")
         if not host.servers:
             text.append("\n    no servers", style="dim")
+        stale = host.state != "up"
         for server in host.servers:
             text.append("\n    ")
-            text.append(f"{server.id:<28} ", style="dim" if server.external else "")
-            text.append(f"{server.state:<12}", style=STATE_STYLES.get(server.state, ""))
-            tok = "-" if server.tok_s is None else f"{server.tok_s:.1f}"
+            dim = server.external or server.ended or stale
+            text.append(f"{server.id:<28} ", style="dim" if dim else "")
+            # A stale host's states are as last read, not now: said so, dimmed.
+            state = f"last: {server.state}" if stale and not server.ended else server.state
+            text.append(
+                f"{state:<12}", style="dim" if stale else STATE_STYLES.get(server.state, "")
+            )
+            tok = "-" if server.tok_s is None or stale else f"{server.tok_s:.1f}"
             gpus = ",".join(str(g) for g in server.gpus) or "-"
             text.append(f" {tok:>8} tok/s  GPUs {gpus:<16}")
             if wide:
                 text.append(f" {server.url or '-'}")
             if server.external:
                 text.append("  (external)", style="dim")
+            if server.ended and server.reason:
+                text.append(f"  {server.reason}", style="yellow")
     return text
 
 
