@@ -16,7 +16,7 @@ from console.topology.discover import discover
 from console.topology.model import Topology
 
 if TYPE_CHECKING:
-    from console.fleet.fleet import Fleet
+    from console.fleet.fleet import Fleet, LocalReading
     from console.server.manager import ServerManager
     from console.server.monitor import Monitor
     from console.telemetry.host_source import HostBackend
@@ -136,12 +136,13 @@ class Services:
             fleet_factory=self.fleet,
         )
 
-    def fleet(self) -> Fleet:
+    def fleet(self, local_reading: LocalReading | None = None) -> Fleet:
         """Every host of hosts.toml (`local` first), for the console's fleet view; a
-        damaged hosts file is a UsageError naming it."""
+        damaged hosts file is a UsageError naming it. `local_reading`: this host's readings
+        from the console's own monitor, instead of a second process scraping it."""
         from console.fleet.fleet import Fleet
 
-        return Fleet.from_config(demo=self.demo, interval_s=1.0)
+        return Fleet.from_config(demo=self.demo, interval_s=1.0, local_reading=local_reading)
 
     def manager(self) -> ServerManager:
         from console.server.manager import ServerManager

@@ -28,6 +28,8 @@ FIRST_READING_S = 45.0
 busy host, then one interval)."""
 
 Listener = Callable[[HostSummary], None]
+LocalReading = Callable[[], dict[str, Any] | None]
+"""This host's reading, from the console's own monitor (None while it has none)."""
 
 
 @dataclass
@@ -57,6 +59,7 @@ class Fleet:
         backoff_initial_s: float = BACKOFF_INITIAL_S,
         backoff_max_s: float = BACKOFF_MAX_S,
         silence_s: float | None = None,
+        local_reading: LocalReading | None = None,
     ) -> None:
         self.demo = demo
         self.interval_s = interval_s
@@ -64,6 +67,10 @@ class Fleet:
         self.backoff_max_s = max(backoff_max_s, backoff_initial_s)
         self.silence_s = silence_s if silence_s is not None else max(10.0, 5 * interval_s)
         """A stream silent this long after a reading is stale and restarted."""
+        self.local_reading = local_reading
+        """Where `local`'s readings come from when the console already watches this host:
+        taken from it every interval instead of a second `metrics --watch` process scraping
+        the same servers and GPUs again."""
         self.version = 0
         """Bumped on every change of any host (views re-render only when it moved)."""
         self._listeners: list[Listener] = []
@@ -198,6 +205,10 @@ class Fleet:
         if not isinstance(data, dict):
             hs.parse_errors += 1
             return False
+        self._take_reading(hs, data)
+        return True
+
+    def _take_reading(self, hs: _HostState, data: dict[str, Any]) -> None:
         hs.reading = data
         hs.figures = figures(data)
         hs.updated_mono = time.monotonic()
@@ -205,7 +216,18 @@ class Fleet:
         hs.updated_wall = float(wall) if isinstance(wall, int | float) else time.time()
         hs.state, hs.reason = UP, None
         self._changed(hs)
-        return True
+
+    async def _watch_local(self, hs: _HostState, local_reading: LocalReading) -> None:
+        """`local` read from the console's own monitor once an interval."""
+        while True:
+            try:
+                data = local_reading()
+            except Exception as exc:  # the console's own reading failed: said, not raised
+                self._set(hs, STALE, f"this host's reading failed: {type(exc).__name__}: {exc}")
+            else:
+                if data is not None:
+                    self._take_reading(hs, {"time": time.time(), **data})
+            await asyncio.sleep(self.interval_s)
 
     def stream_args(self, host: Host) -> list[str]:
         """The `metrics` command a host's stream runs there (through the host's Prometheus
@@ -214,6 +236,9 @@ class Fleet:
         return [*watch, *host.metrics_args()]
 
     async def _watch(self, hs: _HostState) -> None:
+        if hs.host.is_local and self.local_reading is not None:
+            await self._watch_local(hs, self.local_reading)
+            return
         args = self._args(self.stream_args(hs.host))
         delay = self.backoff_initial_s
         lived_enough = max(self.backoff_max_s, 10 * self.interval_s)

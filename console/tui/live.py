@@ -91,7 +91,7 @@ class LiveBackend:
         interval_s: float = 1.0,
         recordings: Path | None = None,
         record_max_bytes: int | None = None,
-        fleet_factory: Callable[[], Fleet] | None = None,
+        fleet_factory: Callable[..., Fleet] | None = None,
     ) -> None:
         self.demo = demo
         self.manager = manager
@@ -140,7 +140,7 @@ class LiveBackend:
             if self.fleet_factory is None:
                 raise ActionRefused("this console has no fleet (no hosts file is read)")
             try:
-                fleet = self.fleet_factory()
+                fleet = self.fleet_factory(local_reading=self._local_reading)
             except ConsoleError as exc:
                 raise ActionRefused(exc.message) from None
             await fleet.start()
@@ -149,6 +149,13 @@ class LiveBackend:
 
     def fleet_now(self) -> Fleet | None:
         return self.fleet
+
+    def _local_reading(self) -> dict[str, object] | None:
+        """This host's reading for the fleet, from the console's own monitor (the one that
+        already scrapes these servers), None before it has started."""
+        from console.server.monitor import reading
+
+        return None if self.monitor is None else reading(self.monitor)
 
     async def _start_fleet_with_hosts(self) -> None:
         """Start the fleet now when hosts.toml lists another host; a damaged hosts file is
@@ -163,7 +170,7 @@ class LiveBackend:
                 return
             # The SSH stack's import takes a few tenths of a second: not on the UI loop.
             await asyncio.to_thread(importlib.import_module, "console.fleet.fleet")
-            fleet = self.fleet_factory()
+            fleet = self.fleet_factory(local_reading=self._local_reading)
         except ConsoleError:
             return
         await fleet.start()
