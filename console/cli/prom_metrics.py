@@ -132,6 +132,22 @@ def this_host_names() -> list[str]:
     return sorted(n for n in names if n)
 
 
+def name_this_host_later(source: PrometheusSource) -> None:
+    """Give `source` this host's names without waiting on the resolver: the hostname at
+    once, and this_host_names() from a daemon thread when it answers (the source reads
+    `local_names` afresh each poll, and a rebound tuple is read whole)."""
+    source.local_names = (socket.gethostname(),)
+
+    def look() -> None:
+        try:
+            names = this_host_names()
+        except OSError:
+            return
+        source.local_names = tuple(names)
+
+    threading.Thread(target=look, name="ddconsole-host-names", daemon=True).start()
+
+
 async def _local_names() -> list[str]:
     """this_host_names() on a daemon thread: a hung resolver neither holds the reading up
     past NAMES_TIMEOUT_S nor keeps the process from exiting."""

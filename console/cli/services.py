@@ -101,20 +101,20 @@ class Services:
             direct_servers=self.prometheus is None,
         )
         if self.prometheus is not None:
-            from console.cli.prom_metrics import managed_endpoints
+            from console.cli.prom_metrics import managed_endpoints, name_this_host_later
             from console.telemetry.prom_source import PrometheusSource
 
             watcher = monitor.watcher
-            monitor.poller.add(
-                PrometheusSource(
-                    self.prometheus,
-                    monitor.hub.client,
-                    interval_s=interval_s,
-                    managed=None
-                    if watcher is None
-                    else (lambda: managed_endpoints(watcher.current)),
-                )
+            source = PrometheusSource(
+                self.prometheus,
+                monitor.hub.client,
+                interval_s=interval_s,
+                managed=None if watcher is None else (lambda: managed_endpoints(watcher.current)),
             )
+            # A target named by this host's name or address is a managed server here too;
+            # the names are resolved off this (possibly the UI's) loop.
+            name_this_host_later(source)
+            monitor.poller.add(source)
         return monitor
 
     def live_backend(

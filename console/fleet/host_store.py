@@ -49,7 +49,8 @@ HOST_CAPACITY = DEFAULT_CAPACITY
 """Points kept per series: the local store's one hour at the fleet's one reading a second."""
 HOST_MAX_SERIES = 512
 """Series kept per host (8 GPUs x 5, the host, its NUMA nodes and the console take ~50;
-each server 8 more): at 16 bytes a point, at most 29.5 MB a host however long it runs."""
+each server 5-8 more and its poll time): at 16 bytes a point, at most 29.5 MB a host
+however long it runs. Once full, the series of the server gone longest make room."""
 READING_SOURCE = "reading"
 """A remote host's `Topology.source`: what its latest reading says, not a discovery."""
 NOT_IN_A_READING = (
@@ -255,7 +256,8 @@ def reading_result(reading: dict[str, Any], t_mono: float) -> PollResult:
 
 def feed(store: TimeSeriesStore, reading: dict[str, Any], t_mono: float) -> None:
     """Write one reading into `store` as the poller writes a poll, and commit it. A server
-    or GPU the reading no longer lists loses its latest sample (its history stays)."""
+    or GPU the reading no longer lists loses its latest sample (its history stays until
+    the store is full and needs the room)."""
     result = reading_result(reading, t_mono)
     listed = {s.source for s in result.samples} | {s.name for s in result.statuses}
     for source in store.statuses().keys() | store.latest_all().keys():

@@ -9,7 +9,8 @@
 
 `local` (this machine, no SSH) is always there, first, whether the file names it or not. A
 damaged file is a UsageError naming the file, the host and the field. Two hosts reading one
-Prometheus must each name a different `prometheus_match`, or both would count its figures.
+Prometheus must each name a different `prometheus_match`, or both would count its figures
+(a loopback URL is each host's own Prometheus, so it is never shared).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from urllib.parse import urlsplit
 
 from console.core.errors import UsageError
 from console.core.paths import config_dir
-from console.telemetry.prom_match import parse_matchers
+from console.telemetry.prom_match import is_loopback, parse_matchers
 
 LOCAL = "local"
 """The name and the target of this machine."""
@@ -149,10 +150,11 @@ def load_hosts(path: Path | None = None) -> list[Host]:
 
 def _refuse_shared_prometheus(path: Path, hosts: list[Host]) -> None:
     """Two hosts reading one Prometheus with no matcher (or the same one) would both list
-    every server it scrapes: their figures would be counted twice."""
+    every server it scrapes: their figures would be counted twice. A loopback URL is read
+    on each host itself, so two hosts naming one are two Prometheus servers."""
     seen: dict[str, Host] = {}
     for host in hosts:
-        if host.prometheus is None:
+        if host.prometheus is None or _on_its_own_host(host.prometheus):
             continue
         key = host.prometheus.rstrip("/").lower()
         other = seen.get(key)
@@ -169,6 +171,14 @@ def _refuse_shared_prometheus(path: Path, hosts: list[Host]) -> None:
                 f"prometheus_match = '{{instance=~\"{host.name}(:[0-9]+)?\"}}'",
             )
         seen.setdefault(key, host)
+
+
+def _on_its_own_host(url: str) -> bool:
+    try:
+        hostname = urlsplit(url).hostname
+    except ValueError:
+        return False
+    return hostname is not None and is_loopback(hostname)
 
 
 def _split_by(a: Host, b: Host) -> str:

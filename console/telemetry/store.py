@@ -86,6 +86,24 @@ class Ring:
         return self.times[index], self.values[index]
 
 
+def series_owner(key: str) -> SourceId | None:
+    """The source a series key is of (`SourceId.series`): a GPU's or a server's fields, and
+    the console's poll time of that source; None for the others (never freed)."""
+    kind, _, rest = key.partition(".")
+    if kind == "server":
+        name = rest.rpartition(".")[0]
+        return SourceId.server(name) if name else None
+    if kind == "gpu":
+        name, dot, _ = rest.partition(".")
+        return SourceId("gpu", name) if dot and name.isdigit() else None
+    if kind == "console" and rest.startswith("poll_ms."):
+        try:
+            return SourceId.parse(rest.removeprefix("poll_ms."))
+        except ValueError:
+            return None
+    return None
+
+
 @dataclass(frozen=True)
 class Window:
     """An immutable view of one series: parallel tuples of times and values (None = missing)."""
@@ -104,17 +122,24 @@ class TimeSeriesStore:
         self.max_series = max_series
         self.version = 0
         self.dropped_series = 0
+        """Series refused a ring: the store was full and no gone source's series could go."""
+        self.freed_series = 0
+        """Series of gone sources whose rings were given to new series."""
         self._series: dict[str, Ring] = {}
+        self._gone: dict[SourceId, int] = {}
+        """Sources forgotten (no latest sample, no state), by when: their series are the
+        first to go when the store is full."""
         self._latest: dict[SourceId, Sample] = {}
         self._status: dict[SourceId, SourceStatus] = {}
 
     # -- writing (the poller only) -------------------------------------------------------
 
     def _ring(self, key: str) -> Ring | None:
-        """The series' ring, made on its first point; None past `max_series` (counted)."""
+        """The series' ring, made on its first point. Past `max_series` the series of the
+        source gone longest are freed for it; None (counted) when no source is gone."""
         ring = self._series.get(key)
         if ring is None:
-            if len(self._series) >= self.max_series:
+            if len(self._series) >= self.max_series and not self._free_gone():
                 self.dropped_series += 1
                 return None
             ring = self._series[key] = Ring(self.capacity)
@@ -132,15 +157,34 @@ class TimeSeriesStore:
             nan = math.nan
             ring.extend(times, [nan if value is None else float(value) for value in values])
 
+    def _free_gone(self) -> bool:
+        """Free the series of the source forgotten longest ago; False when none has any."""
+        while self._gone:
+            source = min(self._gone, key=self._gone.__getitem__)
+            del self._gone[source]
+            keys = [key for key in self._series if series_owner(key) == source]
+            for key in keys:
+                del self._series[key]
+            if keys:
+                self.freed_series += len(keys)
+                return True
+        return False
+
     def put_latest(self, sample: Sample) -> None:
         self._latest[sample.source] = sample
+        self._gone.pop(sample.source, None)
 
     def set_status(self, status: SourceStatus) -> None:
         self._status[status.name] = status
+        self._gone.pop(status.name, None)
 
     def forget_source(self, source: SourceId) -> None:
-        self._latest.pop(source, None)
-        self._status.pop(source, None)
+        """The source is no longer listed: no latest sample or state; its history stays
+        until the store needs the room."""
+        had = self._latest.pop(source, None) is not None
+        had = self._status.pop(source, None) is not None or had
+        if had:
+            self._gone.setdefault(source, self.version)
 
     def commit(self) -> None:
         """One poll's writes are visible: readers re-render when the version moves."""

@@ -22,6 +22,7 @@ from textual.widgets.option_list import Option
 
 from console.core.units import format_duration
 from console.fleet.hosts import LOCAL
+from console.telemetry.samples import ServerSample
 from console.telemetry.store import TimeSeriesStore
 from console.topology.model import Topology
 from console.tui.backend import Backend
@@ -98,6 +99,20 @@ class RemoteHost:
         self._build()
         return self._servers
 
+    @property
+    def stale_reason(self) -> str | None:
+        """Why the host's figures are not current (its link is lost); None while up."""
+        if self.summary.state != "stale":
+            return None
+        return self.summary.reason or "link lost"
+
+    def strip_servers(self, servers: list[ServerView]) -> list[ServerView]:
+        """The server strip's rows: a stale host's servers read `stale`, the state last
+        read kept in the reason (their state now is not known)."""
+        if self.stale_reason is None:
+            return servers
+        return [stale_view(server, self.name) for server in servers]
+
     def age_s(self, now: float) -> float | None:
         fed = self._host.fed_mono
         return None if fed is None else max(0.0, now - fed)
@@ -109,13 +124,62 @@ class RemoteHost:
         age = self.age_s(now)
         ago = "no reading yet" if age is None else f"read {format_duration(age)} ago"
         if summary.state == "stale":
-            return FeedNote(
+            note = FeedNote(
                 f"host {self.name} stale: {summary.reason or 'link lost'} ({ago}; last figures)",
                 False,
             )
-        if age is None:
-            return FeedNote(f"host {self.name} over ssh ({summary.target}): {ago}", False)
-        return FeedNote(f"host {self.name} over ssh ({summary.target}), {ago}", True)
+        elif age is None:
+            note = FeedNote(f"host {self.name} over ssh ({summary.target}): {ago}", False)
+        else:
+            note = FeedNote(f"host {self.name} over ssh ({summary.target}), {ago}", True)
+        full = store_full(self.store)
+        return note if full is None else FeedNote(f"{note.text}; {full}", False)
+
+
+def stale_view(server: ServerView, host: str) -> ServerView:
+    """A server of a stale host as the strip shows it: `stale`, with the state last read."""
+    return dataclasses.replace(
+        server, state="stale", reason=f"host {host} stale; last read {server.state}"
+    )
+
+
+def stale_now_line(
+    store: TimeSeriesStore, server: ServerView | None, remote: RemoteHost, now: float
+) -> Text:
+    """The Dashboard's `now` line for a stale host: `stale 15m: reason`, then the focused
+    server's last figures, dim and aged, never as current ones."""
+    from console.tui.widgets.now_line import last_line
+
+    age = remote.age_s(now)
+    head = Text.assemble(
+        ("stale", "bold yellow"),
+        (f" {format_duration(age)}" if age is not None else "", "yellow"),
+        (f": {remote.stale_reason or 'link lost'}", "yellow"),
+    )
+    if server is None:
+        return head
+    sample = store.server(server.id)
+    head.append("  ")
+    head.append_text(last_line(server, sample if isinstance(sample, ServerSample) else None, now))
+    return head
+
+
+def store_full(store: TimeSeriesStore) -> str | None:
+    """How many series a full store could not keep; None when it kept every one."""
+    if store.dropped_series == 0:
+        return None
+    return f"store full: {store.dropped_series} series not kept"
+
+
+def with_store_note(note: FeedNote | None, store: TimeSeriesStore) -> FeedNote | None:
+    """`note` plus, when the store was full, how many series it could not keep (their
+    charts would otherwise read `no data` with no reason)."""
+    full = store_full(store)
+    if full is None:
+        return note
+    if note is None:
+        return FeedNote(full, False)
+    return FeedNote(f"{note.text}; {full}", False)
 
 
 class HostChoice:

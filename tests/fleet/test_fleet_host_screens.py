@@ -2,7 +2,7 @@
 (127.0.0.2, 127.0.0.3) the console starts its fleet, `H` picks `alpha`, and the Dashboard
 then draws alpha's server and GPUs from alpha's own store (fed from its readings), and
 Topology alpha's GPUs by NUMA node with the server on them; alpha's SSH server stopped,
-both name it stale with the reason and keep its last figures."""
+both name it stale with the reason and keep its last figures, none of them shown as now."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from textual.widgets import OptionList
 
 from console.cli.services import Services
 from console.core.net import free_port
+from console.telemetry.samples import SourceState
 from console.tui.app import ConsoleApp
 from console.tui.host_choice import HostPicker
 from console.tui.screens.dashboard import DashboardScreen
@@ -53,8 +54,10 @@ def _pane(app: ConsoleApp, selector: str) -> str:
     return app.screen.query_one(selector, Pane).text.plain
 
 
-def _gpu_row(text: str, index: int) -> str:
-    return next(line for line in text.splitlines() if line.strip().startswith(f"{index} "))
+def _gpu_row(text: str, index: int, *, stale: bool = False) -> str:
+    """GPU `index`'s row (`5! ` where its figures are stale)."""
+    start = f"{index}! " if stale else f"{index} "
+    return next(line for line in text.splitlines() if line.strip().startswith(start))
 
 
 async def test_h_shows_alphas_server_and_gpus_on_dashboard_and_topology(
@@ -89,6 +92,7 @@ async def test_h_shows_alphas_server_and_gpus_on_dashboard_and_topology(
         gpus = _pane(app, "#gpus")
         assert SERVER in _gpu_row(gpus.split("NUMA 1")[1], GPU), gpus
         assert "host alpha over ssh" in _pane(app, "#sources")
+        assert _pane(app, "#now").startswith(f"now {SERVER}")
         await until(
             pilot,
             lambda: "util" in app.screen.query_one("#chart-gpu", TimeChart).latest,
@@ -127,6 +131,17 @@ async def test_h_shows_alphas_server_and_gpus_on_dashboard_and_topology(
             await pilot.press("d")
             await settle(pilot)
             assert "host alpha stale: " in _pane(app, "#sources")
-            assert SERVER in _pane(app, "#strip")
+            assert {s.state for s in alpha.store.statuses().values()} == {SourceState.STALE}
+            # Its last figures stay, never shown as current: the now line, the strip and
+            # the GPU rows all say stale.
+            now = _pane(app, "#now")
+            assert now.startswith("stale "), now
+            assert "now " not in now, now
+            assert SERVER in now
+            strip = _pane(app, "#strip")
+            assert SERVER in strip
+            assert "stale" in strip, strip
+            gpus = _pane(app, "#gpus")
+            assert SERVER in _gpu_row(gpus.split("NUMA 1")[1], GPU, stale=True), gpus
         finally:
             await asyncio.to_thread(host.start)

@@ -7,14 +7,18 @@ from __future__ import annotations
 
 import json
 
-from console.core.net import free_port
 from console.fleet.hosts import hosts_path
 from tests.fleet.conftest import DDCONSOLE, SshWorld
+from tests.fleet.ports import refusing_port
+
+__all__ = ["refusing_port"]  # the fixture, used by name
 
 
-def test_a_host_read_through_prometheus_says_via_and_its_reason(ssh_world: SshWorld, cli):
+def test_a_host_read_through_prometheus_says_via_and_its_reason(
+    ssh_world: SshWorld, cli, refusing_port: int
+):
     beta = ssh_world.hosts["beta"]
-    url = f"http://127.0.0.1:{free_port()}"
+    url = f"http://127.0.0.1:{refusing_port}"
     path = hosts_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(

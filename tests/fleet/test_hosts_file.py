@@ -13,6 +13,9 @@ from console.cli.cmd_fleet import strip_host
 from console.cli.parser import build_parser
 from console.core.errors import UsageError
 from console.fleet.hosts import LOCAL, Host, find_host, hosts_path, load_hosts, parse_target
+from tests.fleet.ports import refusing_port
+
+__all__ = ["refusing_port"]  # the fixture, used by name
 
 
 def write(text: str) -> Path:
@@ -135,10 +138,8 @@ def test_host_without_a_command_says_what_to_do(cli) -> None:
     assert "give a command to run there" in result.err
 
 
-def test_fleet_shows_an_unreachable_host_stale_with_the_reason(cli) -> None:
-    from console.core.net import free_port
-
-    write(f'[[host]]\nname = "gpu2"\ntarget = "nobody@127.0.0.1:{free_port()}"\n')
+def test_fleet_shows_an_unreachable_host_stale_with_the_reason(cli, refusing_port: int) -> None:
+    write(f'[[host]]\nname = "gpu2"\ntarget = "nobody@127.0.0.1:{refusing_port}"\n')
     result = cli("--demo", "fleet", "--interval", "0.5")
     assert result.code == 1, result.err  # a host is not up: scripts can tell
     rows = {line.split()[0]: line for line in result.out.splitlines()[1:]}
@@ -252,6 +253,21 @@ def test_two_hosts_counting_one_prometheus_twice_are_refused(
     assert why in message
     assert "counted twice" in message
     assert "prometheus_match" in (raised.value.hint or "")
+
+
+@pytest.mark.parametrize(
+    "url", ["http://localhost:9090", "http://127.0.0.1:9090/", "http://[::1]:9090"]
+)
+def test_hosts_each_reading_their_own_loopback_prometheus_are_not_refused(url: str) -> None:
+    """A loopback URL is read on each host: two hosts naming it are two Prometheus servers,
+    so neither needs a prometheus_match."""
+    write(
+        f'[[host]]\nname = "alpha"\ntarget = "alpha"\nprometheus = "{url}"\n'
+        f'[[host]]\nname = "beta"\ntarget = "beta"\nprometheus = "{url}"\n'
+    )
+    hosts = {h.name: h for h in load_hosts()}
+    assert hosts["alpha"].prometheus == hosts["beta"].prometheus == url
+    assert hosts["alpha"].prometheus_match is hosts["beta"].prometheus_match is None
 
 
 def test_the_fleet_table_says_via_which_prometheus(capsys: pytest.CaptureFixture[str]) -> None:

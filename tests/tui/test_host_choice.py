@@ -4,16 +4,33 @@
 
 from __future__ import annotations
 
+import json
+
 from textual.app import App, ComposeResult
 from textual.widgets import OptionList, Static
 
+from console.fleet.host_store import HOST_CAPACITY, HOST_MAX_SERIES, HostStore, feed, mark_stale
 from console.fleet.summary import HostSummary
+from console.telemetry.store import TimeSeriesStore
 from console.tui.app import ConsoleApp
-from console.tui.host_choice import HostPicker, host_label
+from console.tui.host_choice import (
+    HostPicker,
+    RemoteHost,
+    host_label,
+    stale_now_line,
+    with_store_note,
+)
 from console.tui.screens.modals import HelpScreen
+from console.tui.views import FeedNote
 from console.tui.widgets.keybar import KeyBar
+from console.tui.widgets.now_line import now_line
 from console.tui.widgets.topbar import TopBar
+from tests.conftest import REPO
 from tests.tui.conftest import settle
+
+READING = json.loads((REPO / "tests/unit/fixtures/metrics-demo-reading.json").read_text())
+"""A reading as `ddconsole --demo metrics --once --json` printed it (one ready server)."""
+SERVER = "qwen3.6-27b-tp1-1"
 
 
 def _host(name: str, state: str = "up", reason: str | None = None) -> HostSummary:
@@ -90,3 +107,45 @@ def test_host_labels_name_the_state_and_reason() -> None:
     assert host_label(HOSTS[1]) == "host alpha"
     assert host_label(HOSTS[2]) == "host beta (stale: connection lost)"
     assert host_label(_host("gamma", "connecting")) == "host gamma (connecting)"
+
+
+def test_a_stale_hosts_figures_never_read_as_now() -> None:
+    """alpha's last reading (the demo one `metrics --json` printed) and then its link lost:
+    the Dashboard's now line says stale, how long ago and why, with the server's figures
+    dim as its last ones; the strip reads `stale` with the state last read; up again, it
+    is `now` as before."""
+    store = TimeSeriesStore(HOST_CAPACITY, HOST_MAX_SERIES)
+    feed(store, READING, 100.0)
+    host = HostStore("alpha", store, reading=READING, fed_mono=100.0)
+    remote = RemoteHost(host, _host("alpha"))
+    [server] = remote.servers()
+    assert server.state == "ready"
+    assert remote.stale_reason is None
+    assert remote.strip_servers([server]) == [server]
+    assert now_line(store, server, 200, 101.0).plain.startswith(f"now {SERVER}")
+
+    remote.summary = _host("alpha", "stale", "connection lost: reset by peer")
+    mark_stale(store, "host alpha stale")
+    line = stale_now_line(store, server, remote, 100.0 + 900).plain
+    assert line.startswith("stale 15m00s: connection lost: reset by peer")
+    assert "now " not in line
+    assert "last 0.0 tok/s" in line
+    assert "read 900 s before now" in line
+    [row] = remote.strip_servers([server])
+    assert row.state == "stale"
+    assert row.reason == "host alpha stale; last read ready"
+    assert stale_now_line(store, None, remote, 1000.0).plain.startswith("stale 15m00s: ")
+
+
+def test_series_a_full_store_refused_are_named_on_the_sources_line() -> None:
+    store = TimeSeriesStore(4, 20)
+    assert with_store_note(None, store) is None
+    feed(store, READING, 1.0)
+    dropped = store.dropped_series
+    assert dropped > 0
+    note = with_store_note(None, store)
+    assert note == FeedNote(f"store full: {dropped} series not kept", False)
+    host = RemoteHost(HostStore("alpha", store, READING, 1.0), _host("alpha"))
+    note = host.feed_note(3.0)
+    assert note.text.endswith(f"read 2.0s ago; store full: {dropped} series not kept")
+    assert not note.ok

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
 
 import jsonschema
 import pytest
@@ -14,15 +15,22 @@ import pytest
 from console.fleet.host_store import (
     HOST_CAPACITY,
     HOST_MAX_SERIES,
+    HostStore,
+    HostStores,
     feed,
     mark_stale,
     reading_servers,
     reading_topology,
 )
+from console.fleet.hosts import LOCAL_HOST, Host
+from console.fleet.summary import HostSummary
 from console.telemetry.keys import SourceId
 from console.telemetry.samples import SourceState
 from console.telemetry.store import DEFAULT_CAPACITY, TimeSeriesStore
 from tests.conftest import REPO
+
+if TYPE_CHECKING:
+    from console.fleet.fleet import Fleet
 
 READING = json.loads((REPO / "tests/unit/fixtures/metrics-demo-reading.json").read_text())
 SCHEMA = json.loads((REPO / "docs/metrics.schema.json").read_text())
@@ -100,7 +108,46 @@ def test_a_host_store_is_bounded_as_the_local_one() -> None:
     assert store.series_count() == 8
     assert store.dropped_series > 0
     assert len(store.window(SourceId.gpu(0).series("util_pct")).times) == 4
-    assert HOST_MAX_SERIES * HOST_CAPACITY * 16 < 30e6
+
+
+def _with_server(server_id: str) -> dict[str, Any]:
+    """The demo reading with its one server (and that server's binding, source state and
+    poll time) renamed `server_id`."""
+    text = json.dumps(READING).replace(SERVER, server_id)
+    return json.loads(text)
+
+
+def test_servers_coming_and_going_leave_room_for_a_new_ones_series() -> None:
+    """100 server ids through one host store, each listed for a few readings: the series of
+    servers gone longest are freed as the store fills, so the newest one still gets its
+    history, the host's own series keep theirs, and nothing is refused."""
+    store = _store()
+    t = 0.0
+    for number in range(100):
+        reading = _with_server(f"churn-{number}")
+        for _ in range(3):
+            t += 1.0
+            feed(store, reading, t)
+    assert store.series_count() <= HOST_MAX_SERIES
+    assert store.freed_series > 0
+    assert store.dropped_series == 0
+    feed(store, _with_server("newest"), t + 1)
+    feed(store, _with_server("newest"), t + 2)
+    tok = store.window(SourceId.server("newest").series("decode_tok_s"))
+    assert tok.times == (t + 1, t + 2)
+    # A series of this host itself and one of a server still recent are kept whole.
+    assert len(store.window(SourceId.gpu(0).series("util_pct")).times) == 302
+    assert len(store.window(SourceId.server("churn-99").series("decode_tok_s")).times) == 3
+    assert store.window(SourceId.server("churn-0").series("decode_tok_s")).times == ()
+
+
+def test_a_store_full_of_listed_sources_counts_what_it_refuses() -> None:
+    """No source is gone, so nothing can be freed: the new series is refused and counted."""
+    store = TimeSeriesStore(4, 20)
+    feed(store, READING, 1.0)
+    assert store.series_count() == 20
+    assert store.dropped_series > 0
+    assert store.freed_series == 0
 
 
 def test_a_server_gone_or_stopped_and_damaged_fields(reading: dict[str, Any]) -> None:
@@ -177,3 +224,83 @@ def test_topology_and_servers_as_a_reading_gives_them() -> None:
     assert empty.gpus == ()
     assert empty.gpu_status == "no reading from this host yet"
     assert reading_servers(None) == []
+
+
+class OneHostFleet:
+    """A fleet of `local` and `alpha` as HostStores reads one (hosts, summary, reading,
+    subscribe): the test sets alpha's link state and latest reading, then tells listeners."""
+
+    def __init__(self) -> None:
+        self.hosts = [LOCAL_HOST, Host("alpha", "tester@alpha:22")]
+        self.state = "connecting"
+        self.reason: str | None = None
+        self.latest: dict[str, Any] | None = None
+        self.listeners: list[Callable[[HostSummary], None]] = []
+
+    def summary(self, name: str) -> HostSummary:
+        return HostSummary(
+            name, "tester@alpha:22", self.state, self.reason, None, None, (), 0, None, (), None,
+            None,
+        )  # fmt: skip
+
+    def reading(self, name: str) -> dict[str, Any] | None:
+        return self.latest
+
+    def subscribe(self, listener: Callable[[HostSummary], None]) -> Callable[[], None]:
+        self.listeners.append(listener)
+        return lambda: self.listeners.remove(listener)
+
+    def tell(self, state: str, reason: str | None = None) -> None:
+        self.state, self.reason = state, reason
+        for listener in list(self.listeners):
+            listener(self.summary("alpha"))
+
+
+def _stale_reason(host: HostStore) -> str | None:
+    """Read afresh (an assert on the attribute would narrow its type for the rest)."""
+    return host.stale_reason
+
+
+def _states(store: TimeSeriesStore) -> set[SourceState]:
+    return {status.state for status in store.statuses().values()}
+
+
+def test_a_host_store_goes_up_stale_and_up_again_with_its_link() -> None:
+    fleet = OneHostFleet()
+    clock = iter(float(t) for t in range(100, 200))
+    stores = HostStores(cast("Fleet", fleet), clock=lambda: next(clock))
+    assert stores.names() == ["alpha"]
+    alpha = stores.get("alpha")
+    assert alpha is not None
+    assert alpha.reading is None
+    assert alpha.store.statuses() == {}
+
+    fleet.latest = copy.deepcopy(READING)
+    fleet.tell("up")
+    assert alpha.fed_mono == 100.0
+    assert _states(alpha.store) == {SourceState.OK}
+    version = alpha.store.version
+    fleet.tell("up")  # the same reading again: not written twice
+    assert alpha.store.version == version
+    assert alpha.store.window(SourceId.gpu(0).series("util_pct")).times == (100.0,)
+
+    fleet.tell("stale", "connection lost: reset by peer")
+    assert alpha.stale_reason == "connection lost: reset by peer"
+    assert _states(alpha.store) == {SourceState.STALE}
+    assert {s.reason for s in alpha.store.statuses().values()} == {"host alpha stale"}
+    version = alpha.store.version
+    fleet.tell("stale", "connection lost: reset by peer")  # marked once per reason
+    assert alpha.store.version == version
+    gpu = alpha.store.gpu(0)
+    assert gpu is not None
+    assert gpu.t_mono == 100.0  # the last figures stay
+
+    fleet.latest = copy.deepcopy(READING)  # a new reading once the link is back
+    fleet.tell("up")
+    assert _stale_reason(alpha) is None
+    assert alpha.fed_mono == 101.0
+    assert _states(alpha.store) == {SourceState.OK}
+    assert alpha.store.window(SourceId.gpu(0).series("util_pct")).times == (100.0, 101.0)
+
+    stores.close()
+    assert fleet.listeners == []

@@ -193,3 +193,22 @@ def test_the_metrics_options_refuse_a_bad_or_lone_matcher_set(cli) -> None:
     assert bad.code == 2
     assert "--prometheus-match {job=a}: label job: the value must be quoted" in bad.err
     assert "Traceback" not in bad.err
+
+
+def test_the_consoles_prometheus_source_knows_this_host_by_its_name() -> None:
+    """The console's monitor on a Prometheus elsewhere: a target named by this host's name
+    is a managed server here, as it is for `metrics --prometheus`."""
+    import socket
+
+    from console.cli.services import Services
+
+    monitor = Services.create(demo=True, prometheus=URL).monitor(with_servers=False)
+    [source] = [s for s in monitor.poller.sources.values() if isinstance(s, PrometheusSource)]
+    hostname = socket.gethostname()
+    assert hostname in source.local_names
+    instance = f"{hostname}:30000"
+    managed = [ManagedEndpoint("qwen3.6-27b-tp1-1", 30000)]
+    mapped = map_targets(
+        [instance], managed, prometheus_url=source.url, local_names=source.local_names
+    )
+    assert mapped == {instance: "qwen3.6-27b-tp1-1"}

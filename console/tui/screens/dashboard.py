@@ -23,7 +23,13 @@ from console.telemetry.store import TimeSeriesStore
 from console.topology.model import Topology
 from console.tui.backend import Backend
 from console.tui.fold import fold_after_s, folded_note, split_folded, wall_clock
-from console.tui.host_choice import RemoteHost, host_choice_of, show_host_title
+from console.tui.host_choice import (
+    RemoteHost,
+    host_choice_of,
+    show_host_title,
+    stale_now_line,
+    with_store_note,
+)
 from console.tui.screens.find import FIND_BINDINGS, FindScreen
 from console.tui.views import LIVE_STATES, ServerView
 from console.tui.widgets.chart import Line, TimeChart
@@ -186,18 +192,24 @@ class DashboardScreen(FindScreen):
         servers, folded = self.listed_servers()
         server = self._focus(servers)
         note = folded_note(folded, self.fold_after_s, shown=False) if folded else None
-        self.query_one(ServerStrip).show(servers, self.focused_server, note)
+        remote = self.remote
+        stale = remote is not None and remote.stale_reason is not None
+        strip = remote.strip_servers(servers) if remote is not None else servers
+        self.query_one(ServerStrip).show(strip, self.focused_server, note)
         now_pane = self.query_one("#now", Pane)
         client = None
-        if server is not None and self.remote is None:
+        if server is not None and remote is None:
             client = self._bench_progress.get(server.id) or self._bench_progress.get(
                 server.url or ""
             )
-        now_pane.put(
-            now_line(store, server, now_pane.size.width or self.size.width, backend.now(), client)
-        )
+        if remote is not None and stale:
+            # A stale host's last figures may be minutes old: never shown as `now`.
+            now_pane.put(stale_now_line(store, server, remote, backend.now()))
+        else:
+            width = now_pane.size.width or self.size.width
+            now_pane.put(now_line(store, server, width, backend.now(), client))
         sample = store.server(server.id) if server is not None else None
-        live = server is not None and server.state in LIVE_STATES
+        live = server is not None and server.state in LIVE_STATES and not stale
         self.query_one(RankRows).show(sample if live and isinstance(sample, ServerSample) else None)
         # A remote host's benchmarks are in its own results folder, not read from here.
         if self.remote is None and time.monotonic() - self._runs_listed_at >= RUNS_EVERY_S:
@@ -205,7 +217,11 @@ class DashboardScreen(FindScreen):
             self._load_bench_progress()
         shown, total = self.query_one(GpuTable).show(store, self.topology, servers, self.finder)
         self.show_count(shown, total, "GPUs")
-        feed = self.remote.feed_note(backend.now()) if self.remote else backend.feed_note()
+        feed = (
+            remote.feed_note(backend.now())
+            if remote
+            else with_store_note(backend.feed_note(), store)
+        )
         self.query_one(SourcesBar).show(store, feed)
         self._charts(backend.now(), server)
 
