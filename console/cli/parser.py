@@ -96,6 +96,11 @@ class ConsoleArgumentParser(argparse.ArgumentParser):
         for token in extras:
             if token.startswith("-") and token != "-":
                 flag = token.split("=", 1)[0]
+                if flag == "--host" and self.prog != "ddconsole":
+                    self.error(
+                        "--host is given before the command, as `ddconsole --host NAME "
+                        f"{self.prog.removeprefix('ddconsole ')} ...`"
+                    )
                 self.error(f"unrecognized option {flag!r}{_did_you_mean(flag, options)}")
         self.error(f"unrecognized arguments: {' '.join(extras)}")
 

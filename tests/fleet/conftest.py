@@ -341,6 +341,33 @@ def ssh_world(
     yield SshWorld(home, hosts, ssh / "id_ed25519")
     for host in hosts.values():
         host.stop()
+        stop_servers_left(host)
+
+
+SIDE_FILES = (".spawn.json", ".exit.json")
+
+
+def stop_servers_left(host: FakeHost) -> None:
+    """Servers a test left running on a fake host (it failed before its own `down`): stopped
+    in that host's environment, as its user would, so none outlives the test."""
+    import subprocess
+
+    state = Path(host.env["XDG_STATE_HOME"])
+    for demo, folder in ((True, "ddconsole-demo"), (False, "ddconsole")):
+        servers = state / folder / "servers"
+        records = [p for p in servers.glob("*.json") if not p.name.endswith(SIDE_FILES)]
+        # A server that ended has its exit recorded beside it (the waiter writes it).
+        if all((servers / f"{p.stem}.exit.json").exists() for p in records):
+            continue
+        subprocess.run(
+            [DDCONSOLE, *(["--demo"] if demo else []), "down", "--all", "--grace", "2"],
+            env=host.env,
+            cwd=host.root,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
 
 
 def write_hosts_toml(world: SshWorld) -> Path:

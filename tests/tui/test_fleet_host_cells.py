@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from rich.text import Text
 
 from console.fleet.summary import HostSummary
@@ -38,3 +40,10 @@ def test_a_stale_host_keeps_its_reason() -> None:
     assert isinstance(state, Text)
     assert isinstance(reason, Text)
     assert (state.plain, reason.plain) == ("stale", "connection lost")
+
+
+def test_a_host_without_a_reading_shows_no_server_count() -> None:
+    connecting = replace(_host("connecting"), age_s=None)
+    servers = host_cells(connecting)[4]
+    assert isinstance(servers, Text)
+    assert servers.plain == "-"  # not 0/0: nothing is known yet

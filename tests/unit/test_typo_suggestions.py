@@ -25,6 +25,17 @@ import pytest
             "unrecognized option '--concurency'; did you mean '--concurrency'?",
         ),
         (
+            # --host after the verb: where it goes, not a spelling of another flag.
+            ["ps", "--host", "alpha"],
+            "usage: ddconsole ps",
+            "--host is given before the command, as `ddconsole --host NAME ps ...`",
+        ),
+        (
+            ["runs", "list", "--host=alpha"],
+            "usage: ddconsole runs list",
+            "--host is given before the command, as `ddconsole --host NAME runs list ...`",
+        ),
+        (
             ["up", "--layuot", "tp1"],  # before the missing PROFILE too
             "usage: ddconsole up",
             "unrecognized option '--layuot'; did you mean '--layout'?",

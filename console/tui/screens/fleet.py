@@ -51,7 +51,7 @@ def host_cells(host: HostSummary, via: str | None = None) -> list[Cell]:
         host.target if via is None else f"{host.target} via {via}",
         Text(host.state, style=HOST_STYLES.get(host.state, "")),
         Text(_count(host.gpus_busy, host.gpus_total), style=dim),
-        Text(f"{ready}/{total}", style=dim),
+        Text(f"{ready}/{total}" if host.age_s is not None else "-", style=dim),
         Text("-" if host.tok_s is None else f"{host.tok_s:.1f}", style=dim),
         Text("never" if host.age_s is None else f"{format_duration(host.age_s)} ago", style=dim),
         Text(host.reason or "", style="yellow" if host.reason else ""),
