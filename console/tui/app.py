@@ -439,7 +439,8 @@ class ConsoleApp(App[None]):
             return None
         live = [s for s in self.backend.servers() if s.live]
         running = [r.run_id for r in self.backend.runs() if r.status == "running"]
-        if not live and not running:
+        elsewhere = self._servers_elsewhere()
+        if not live and not running and not elsewhere:
             return None
         said = []
         if live:
@@ -456,7 +457,26 @@ class ConsoleApp(App[None]):
                 f"{self._cli('runs stop ' + running[0])} stops "
                 + ("it." if len(running) == 1 else "the first.")
             )
+        if elsewhere:
+            said.append(
+                "On other hosts, "
+                + ", ".join(f"{host}: {count}" for host, count in elsewhere.items())
+                + " server(s) keep running (`ddconsole fleet` shows them)."
+            )
         return "ddconsole: " + " ".join(said)
+
+    def _servers_elsewhere(self) -> dict[str, int]:
+        """Each other host's servers that had not ended at its latest reading (`local` is
+        this console's own, named above)."""
+        fleet = self.backend.fleet_now()
+        if fleet is None:
+            return {}
+        counts = {
+            summary.name: summary.servers_total
+            for summary in fleet.summaries()
+            if summary.name != "local" and summary.servers_total
+        }
+        return counts
 
 
 def _freeze_long_lived_objects() -> None:

@@ -92,6 +92,8 @@ async def test_h_shows_alphas_server_and_gpus_on_dashboard_and_topology(
         gpus = _pane(app, "#gpus")
         assert SERVER in _gpu_row(gpus.split("NUMA 1")[1], GPU), gpus
         assert "host alpha over ssh" in _pane(app, "#sources")
+        # Quitting now would say alpha's server keeps running too.
+        assert "On other hosts, alpha: 1 server(s) keep running" in (app.leaving_message() or "")
         assert _pane(app, "#now").startswith(f"now {SERVER}")
         await until(
             pilot,
