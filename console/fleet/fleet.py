@@ -44,6 +44,10 @@ class _HostState:
     updated_wall: float | None = None
     parse_errors: int = 0
     task: asyncio.Task[None] | None = None
+    next_try_mono: float | None = None
+    """When a stale host's stream is tried again (None: not waiting to)."""
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set to try a stale host again now instead of at `next_try_mono`."""
 
 
 class Fleet:
@@ -139,6 +143,7 @@ class Fleet:
             age_s=None if hs.updated_mono is None else max(0.0, now - hs.updated_mono),
             updated_wall=hs.updated_wall,
             parse_errors=hs.parse_errors,
+            next_try_s=None if hs.next_try_mono is None else max(0.0, hs.next_try_mono - now),
         )
 
     def summaries(self) -> list[HostSummary]:
@@ -261,8 +266,21 @@ class Fleet:
             if time.monotonic() - started >= lived_enough:
                 delay = self.backoff_initial_s
             self._set(hs, STALE, reason)
-            await asyncio.sleep(delay)
+            hs.next_try_mono = time.monotonic() + delay
+            hs.wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(hs.wake.wait(), delay)
+            hs.next_try_mono = None
             delay = min(delay * 2, self.backoff_max_s)
+
+    def retry_now(self, name: str) -> bool:
+        """Try a stale host's stream again now rather than at the end of its backoff; False
+        when it is not waiting to be tried."""
+        hs = self._hosts[name]
+        if hs.next_try_mono is None:
+            return False
+        hs.wake.set()
+        return True
 
     async def _stream(self, hs: _HostState, args: list[str]) -> str:
         """Read the host's stream until it ends or falls silent; the reason it ended."""

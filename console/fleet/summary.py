@@ -147,6 +147,8 @@ class HostSummary:
     updated_wall: float | None
     parse_errors: int = 0
     """Telemetry lines that could not be read (each one skipped)."""
+    next_try_s: float | None = None
+    """A stale host: seconds until its stream is tried again (None: not waiting)."""
 
     @property
     def servers_total(self) -> int:
@@ -169,4 +171,5 @@ class HostSummary:
             "age_s": self.age_s,
             "updated_wall": self.updated_wall,
             "parse_errors": self.parse_errors,
+            "next_try_s": self.next_try_s,
         }

@@ -49,13 +49,20 @@ def host_cells(host: HostSummary, via: str | None = None) -> list[Cell]:
     return [
         Text(host.name, style="bold"),
         host.target if via is None else f"{host.target} via {via}",
-        Text(host.state, style=HOST_STYLES.get(host.state, "")),
+        Text(_state_text(host), style=HOST_STYLES.get(host.state, "")),
         Text(_count(host.gpus_busy, host.gpus_total), style=dim),
         Text(f"{ready}/{total}" if host.age_s is not None else "-", style=dim),
         Text("-" if host.tok_s is None else f"{host.tok_s:.1f}", style=dim),
         Text("never" if host.age_s is None else f"{format_duration(host.age_s)} ago", style=dim),
         Text(host.reason or "", style="yellow" if host.reason else ""),
     ]
+
+
+def _state_text(host: HostSummary) -> str:
+    """The host's state, and when a stale one is tried again (R tries it now)."""
+    if host.state == "stale" and host.next_try_s is not None:
+        return f"stale, retry in {host.next_try_s:.0f}s"
+    return host.state
 
 
 def servers_by_host(hosts: list[HostSummary], wide: bool = True) -> Text:
@@ -102,6 +109,7 @@ class FleetScreen(ConsoleScreen):
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open_host", "Host's servers"),
+        Binding("R", "retry_host", "Retry now"),
     ]
 
     def __init__(self, backend: Backend) -> None:
@@ -152,6 +160,16 @@ class FleetScreen(ConsoleScreen):
         host = self.selected_host()
         self.only = None if host is None or host == self.only else host
         self.refresh_data()
+
+    def action_retry_host(self) -> None:
+        """Try the selected stale host again now instead of at the end of its backoff."""
+        host = self.selected_host()
+        if self.fleet is None or host is None:
+            return
+        if self.fleet.retry_now(host):
+            self.notify(f"{host}: trying again now")
+        else:
+            self.notify(f"{host} is not waiting to be tried again", severity="warning")
 
     def on_resize(self) -> None:
         self.refresh_data()
