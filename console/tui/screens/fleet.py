@@ -49,20 +49,22 @@ def host_cells(host: HostSummary, via: str | None = None) -> list[Cell]:
     return [
         Text(host.name, style="bold"),
         host.target if via is None else f"{host.target} via {via}",
-        Text(_state_text(host), style=HOST_STYLES.get(host.state, "")),
+        Text(host.state, style=HOST_STYLES.get(host.state, "")),
         Text(_count(host.gpus_busy, host.gpus_total), style=dim),
         Text(f"{ready}/{total}" if host.age_s is not None else "-", style=dim),
         Text("-" if host.tok_s is None else f"{host.tok_s:.1f}", style=dim),
-        Text("never" if host.age_s is None else f"{format_duration(host.age_s)} ago", style=dim),
+        Text(_updated_text(host), style=dim),
         Text(host.reason or "", style="yellow" if host.reason else ""),
     ]
 
 
-def _state_text(host: HostSummary) -> str:
-    """The host's state, and when a stale one is tried again (R tries it now)."""
+def _updated_text(host: HostSummary) -> str:
+    """How old the host's latest reading is, and when a stale one is tried again (R tries
+    it now)."""
+    age = "never" if host.age_s is None else f"{format_duration(host.age_s)} ago"
     if host.state == "stale" and host.next_try_s is not None:
-        return f"stale, retry in {host.next_try_s:.0f}s"
-    return host.state
+        return f"{age}, retry in {host.next_try_s:.0f}s"
+    return age
 
 
 def servers_by_host(hosts: list[HostSummary], wide: bool = True) -> Text:
