@@ -11,8 +11,9 @@ remote server never shares a key with a local one of the same id.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
 from rich.table import Table
@@ -55,10 +56,18 @@ class RemoteServer:
     source_state: str | None
     """The state of the host's telemetry source for this server (ok, degraded, ...)."""
     source_reason: str | None
+    reason: str | None = None
+    """Why a server that ended ended, as `ps` there says it."""
+    ended_wall: float | None = None
+    """When a server that ended ended (that host's wall clock); None while live."""
 
     @property
     def key(self) -> str:
         return server_key(self.host, self.id)
+
+    @property
+    def ended(self) -> bool:
+        return not self.live
 
 
 @dataclass(frozen=True)
@@ -146,6 +155,8 @@ def _server(host: str, raw: object) -> RemoteServer | None:
         external=raw.get("external") is True or server_id.startswith("ext-"),
         source_state=_text(source.get("state")),
         source_reason=_text(source.get("reason")),
+        reason=_text(raw.get("reason")),
+        ended_wall=_number(raw.get("ended_wall")),
     )
 
 
@@ -180,6 +191,32 @@ def remote_hosts(
     ]
 
 
+def fold_ended(
+    hosts: Sequence[RemoteHost], now_wall: float | None, after_s: float, show_ended: bool
+) -> tuple[list[RemoteHost], int]:
+    """(hosts, how many were folded): a server that ended over `after_s` before `now_wall`
+    is left out unless `show_ended` (`a`), as the local ones are; its count is still told.
+    Nothing folds without a clock (a replay) or an end time."""
+    shown: list[RemoteHost] = []
+    folded = 0
+    for host in hosts:
+        kept = []
+        for server in host.servers:
+            end = server.ended_wall
+            if (
+                server.ended
+                and now_wall is not None
+                and end is not None
+                and now_wall - end > after_s
+            ):
+                folded += 1
+                if not show_ended:
+                    continue
+            kept.append(server)
+        shown.append(replace(host, servers=tuple(kept)))
+    return shown, folded
+
+
 def host_label(host: RemoteHost, shown: int = REASON_SHOWN) -> Text:
     """`alpha  up`, `alpha  connecting` or `alpha  stale: reason` (the reason cut to
     `shown` characters)."""
@@ -195,21 +232,49 @@ def host_label(host: RemoteHost, shown: int = REASON_SHOWN) -> Text:
 
 
 def host_row(host: RemoteHost, columns: Sequence[str]) -> FindRow:
-    """The host's own row: its label under ID, every other column blank (it sorts last and
-    its servers follow it)."""
+    """The host's own row: its label under ID, every other column blank. It sorts last
+    whatever the column (a blank in each) and its servers follow it. With a REASON column
+    the reason is there in full, and only there."""
     cells: dict[str, str | Text] = dict.fromkeys(columns, "")
     wide = "REASON" in cells
-    cells["ID"] = host_label(host, REASON_SHOWN if wide else REASON_SHOWN_NARROW)
     if wide and host.reason and not host.up:
+        cells["ID"] = host_label(replace(host, reason=None))
         cells["REASON"] = Text(host.reason, style="yellow")
-    return FindRow(host.key, cells, search=f"{host.name} {host.target}")
+    else:
+        cells["ID"] = host_label(host, REASON_SHOWN_NARROW)
+    order = dict.fromkeys(columns, sort_value(None))
+    return FindRow(
+        host.key, cells, order, search=f"{host.name} {host.target}", sorts_followers=True
+    )
 
 
-def server_row(server: RemoteServer, host: RemoteHost) -> FindRow:
+STATE_REASON_SHOWN = 32
+"""The most of an ended server's reason the narrow STATE cell shows (the detail has all)."""
+
+
+def state_cell(server: RemoteServer, host: RemoteHost, wide: bool) -> Text:
+    """The STATE cell: the state as the reading says it while the host is up; `last: STATE`
+    dimmed when it is not (its last reading's, not now). Without a REASON column an ended
+    server's reason follows its state."""
+    if not host.up:
+        text = Text(f"last: {server.state}", style="dim")
+    else:
+        style = STATE_STYLES.get(server.state, "")
+        text = Text(server.state, style=f"dim {style}" if server.ended else style)
+    if server.ended and server.reason and not wide:
+        reason = server.reason
+        if len(reason) > STATE_REASON_SHOWN:
+            reason = reason[: STATE_REASON_SHOWN - 1] + "…"
+        text.append(f": {reason}", style="dim")
+    return text
+
+
+def server_row(server: RemoteServer, host: RemoteHost, wide: bool = True) -> FindRow:
     """A server of another host, indented under its host's row; dimmed while the host is
-    not up (its last known figures)."""
-    dim = "dim" if not host.up or server.external else ""
-    state = Text(server.state, style="dim" if not host.up else STATE_STYLES.get(server.state, ""))
+    not up (its last known figures) and once the server ended (with its state and reason)."""
+    dim = "dim" if not host.up or server.external or server.ended else ""
+    state = state_cell(server, host, wide)
+    reason = server.reason if server.ended and server.reason else server.source_reason
     values: dict[str, str | Text] = {
         "ID": Text(f" {server.id}", style=dim),
         "PROFILE": Text(server.profile or "-", style=dim),
@@ -220,7 +285,7 @@ def server_row(server: RemoteServer, host: RemoteHost) -> FindRow:
         "GPUS": Text(format_index_set(list(server.gpus)) or "-", style=dim),
         "NUMA": Text("-", style=dim),
         "UP": Text("-", style=dim),
-        "REASON": Text(server.source_reason or "", style=dim or "yellow"),
+        "REASON": Text(reason or "", style=dim or "yellow"),
     }
     order = {"STATE": sort_value(server.state), "GPUS": sort_value(min(server.gpus, default=None))}
     return FindRow(server.key, values, order, search=f"{host.name} {server.id}", follows=host.key)
@@ -229,9 +294,10 @@ def server_row(server: RemoteServer, host: RemoteHost) -> FindRow:
 def remote_rows(hosts: Sequence[RemoteHost], columns: Sequence[str]) -> list[FindRow]:
     """Each host's row followed by its servers' rows."""
     rows: list[FindRow] = []
+    wide = "REASON" in columns
     for host in hosts:
         rows.append(host_row(host, columns))
-        rows.extend(server_row(server, host) for server in host.servers)
+        rows.extend(server_row(server, host, wide) for server in host.servers)
     return rows
 
 
@@ -273,10 +339,24 @@ def remote_detail(server: RemoteServer, host: RemoteHost) -> Table:
             "host state",
             Text(f"{host.state}{why}; the figures are its last reading's", style="yellow"),
         )
-    table.add_row("state", Text(server.state, style=STATE_STYLES.get(server.state, "")))
-    table.add_row("url", server.url or "-")
+    if host.up:
+        table.add_row("state", Text(server.state, style=STATE_STYLES.get(server.state, "")))
+    else:
+        table.add_row("state", Text(f"last: {server.state} ({_freshness(host)})", style="dim"))
+    if server.ended:
+        if server.reason:
+            table.add_row("reason", Text(server.reason, style="red"))
+        if server.ended_wall is not None:
+            ended = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(server.ended_wall))
+            table.add_row("ended", f"{ended} (that host's clock)")
+    table.add_row("url", Text(f"{server.url} (on {host.name})") if server.url else "-")
     table.add_row("gpus", format_index_set(list(server.gpus)) or "-")
-    table.add_row("tok/s", "-" if server.tok_s is None else f"{server.tok_s:.1f}")
+    if server.tok_s is None:
+        table.add_row("tok/s", "-")
+    elif host.up:
+        table.add_row("tok/s", f"{server.tok_s:.1f}")
+    else:
+        table.add_row("tok/s", Text(f"last: {server.tok_s:.1f} ({_freshness(host)})", "dim"))
     if server.source_state is not None:
         source = server.source_state + (f": {server.source_reason}" if server.source_reason else "")
         table.add_row("metrics", source)
@@ -285,6 +365,11 @@ def remote_detail(server: RemoteServer, host: RemoteHost) -> Table:
         table.add_row(
             "external",
             Text("not started by ddconsole on that host: never signalled from here", "yellow"),
+        )
+    elif server.ended:
+        table.add_row(
+            "keys",
+            Text(f"it has ended: x forgets it on {host.name}, enter shows its log's tail", "dim"),
         )
     else:
         table.add_row(

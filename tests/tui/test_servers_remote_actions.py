@@ -5,10 +5,11 @@ is never sent, and `n` launches on this host whichever row the cursor is on."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from textual.coordinate import Coordinate
-from textual.widgets import DataTable
+from textual.widgets import DataTable, RichLog, Static
 
 from console.cli.services import Services
 from console.core.net import free_port
@@ -16,10 +17,11 @@ from console.fleet.fleet import Fleet
 from console.fleet.hosts import LOCAL_HOST, Host
 from console.tui.app import ConsoleApp
 from console.tui.screens.launch import LaunchScreen
+from console.tui.screens.logs import LogsScreen
 from console.tui.screens.modals import ConfirmScreen
 from console.tui.screens.servers import ServersScreen
 from tests.tui.conftest import settle, until
-from tests.unit.test_remote_rows import READY, reading
+from tests.unit.test_remote_rows import READY, ended, reading
 
 BAD = "remote:alpha/--all"
 GOOD = f"remote:alpha/{READY['id']}"
@@ -75,5 +77,80 @@ async def test_remote_keys_refuse_a_bad_id_and_launch_here(
                 pilot, lambda: isinstance(app.screen, LaunchScreen), 10, "the launch dialog"
             )
             assert "launching on this host; on alpha: ddconsole --host alpha up" in "\n".join(notes)
+    finally:
+        await fleet.stop()
+
+
+async def test_remote_rows_ended_folded_logs_elsewhere_tail_replaced_cursor_kept() -> None:
+    """alpha lists a ready server, one that failed a minute ago and one two hours ago: the
+    old one is folded until `a`; x on the failed one asks to forget it there; the cursor
+    waits on alpha's row while its server is missing and goes back to it; a log tail
+    replaces the last; `l` on alpha's server never shows a local one of the same id."""
+    backend = Services.create(demo=True).live_backend(recordings=None)
+    backend.fleet = fleet = _fleet()
+    now = time.time()
+    failed = {**ended(60, now), "id": "qwen3.6-27b-tp1-2"}
+    data = reading()
+    data["servers"] = [READY, failed, {**ended(7200, now), "id": "old-1"}]
+    assert fleet._take(fleet._hosts["alpha"], json.dumps(data))
+    app = ConsoleApp(backend, mode="servers")
+    try:
+        async with app.run_test(size=(160, 50)) as pilot:
+            await settle(pilot)
+            screen = app.screen
+            assert isinstance(screen, ServersScreen)
+            table = screen.query_one("#list", DataTable)
+            failed_key = "remote:alpha/qwen3.6-27b-tp1-2"
+            await until(pilot, lambda: failed_key in _keys(table), what="alpha's servers")
+            assert "remote:alpha/old-1" not in _keys(table)
+            await pilot.press("a")
+            await until(pilot, lambda: "remote:alpha/old-1" in _keys(table), what="unfolded")
+            table.focus()
+
+            table.move_cursor(row=_keys(table).index(failed_key))
+            await pilot.pause()
+            await pilot.press("x")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="confirm")
+            confirm = app.screen
+            assert isinstance(confirm, ConfirmScreen)
+            assert confirm.title_text == "Forget qwen3.6-27b-tp1-2 on alpha?"
+            assert "has ended (failed: killed by SIGKILL)" in confirm.detail
+            await pilot.press("n")
+            await pilot.pause()
+
+            # alpha's server leaves its reading (a restart there), then comes back.
+            table.move_cursor(row=_keys(table).index(GOOD))
+            await pilot.pause()
+            data["servers"] = [failed]
+            assert fleet._take(fleet._hosts["alpha"], json.dumps(data))
+            screen.refresh_data()
+            await pilot.pause()
+            assert screen._selected_key() == "host:alpha"
+            data["servers"] = [READY, failed]
+            assert fleet._take(fleet._hosts["alpha"], json.dumps(data))
+            screen.refresh_data()
+            await pilot.pause()
+            assert screen._selected_key() == GOOD
+
+            def activity() -> str:
+                return "\n".join(line.text for line in screen.query_one("#activity", RichLog).lines)
+
+            screen._show_tail("alpha x: last 1 lines at 05:00:00", ["first tail"])
+            screen._say("stop something")
+            screen._show_tail("alpha x: last 1 lines at 05:00:09", ["second tail"])
+            await pilot.pause()
+            text = activity()
+            assert "first tail" not in text
+            assert "05:00:00" not in text
+            assert text.index("stop something") < text.index("alpha x: last 1 lines at 05:00:09")
+
+            await pilot.press("l")
+            await until(pilot, lambda: isinstance(app.screen, LogsScreen), what="Logs")
+            logs = app.screen
+            assert isinstance(logs, LogsScreen)
+            await until(pilot, lambda: logs.remote is not None, what="the remote log note")
+            assert (logs.remote, logs.server_id) == (("alpha", READY["id"]), None)
+            note = str(logs.query_one("#reason", Static).render())
+            assert f"ddconsole --host alpha logs {READY['id']} -f" in note
     finally:
         await fleet.stop()

@@ -9,10 +9,12 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from console.fleet.summary import HostSummary
 from console.tui.remote_rows import (
     RemoteHost,
+    fold_ended,
     host_label,
     parse_key,
     remote_detail,
@@ -191,16 +193,110 @@ def test_a_stale_host_keeps_its_servers_dimmed_with_the_reason() -> None:
     assert "last reading" in text
 
 
-def test_filter_and_sort_keep_servers_under_their_host() -> None:
-    hosts = remote_hosts([summary("alpha")], lambda _: reading())
+def test_filter_keeps_only_matching_servers_under_their_host_and_sorts_within() -> None:
+    two = {"alpha": reading(), "beta": reading()}
+    hosts = remote_hosts([summary("alpha"), summary("beta")], two.__getitem__)
     rows = remote_rows(hosts, COLUMNS)
-    # A filter matching one server keeps its host's row (and the host's servers) listed.
-    found = Finder(text="tp2").apply(rows)
-    assert [r.key for r in found] == [r.key for r in rows]
+    # A filter matching one server of each host keeps each host's row and that server only.
+    found = [r.key for r in Finder(text="tp2").apply(rows)]
+    assert found == [
+        "host:alpha",
+        "remote:alpha/qwen3.6-27b-tp2-1",
+        "host:beta",
+        "remote:beta/qwen3.6-27b-tp2-1",
+    ]
+    # A filter matching the host itself keeps all its servers.
+    assert len(Finder(text="beta").apply(rows)) == 3
     assert Finder(text="no-such-thing").apply(rows) == []
-    finder = Finder()
-    finder.cycle(["ID"])
-    assert next(r.key for r in finder.apply(rows)) == "host:alpha"
+    # Sorted by STATE, each host's servers reorder under it (ready before stopped, then
+    # reversed), and the host rows keep their place whatever the direction.
+    finder = Finder(column="STATE", descending=True)
+    assert [r.key for r in finder.apply(rows)] == [
+        "host:alpha",
+        "remote:alpha/qwen3.6-27b-tp2-1",
+        "remote:alpha/qwen3.6-27b-tp1-1",
+        "host:beta",
+        "remote:beta/qwen3.6-27b-tp2-1",
+        "remote:beta/qwen3.6-27b-tp1-1",
+    ]
+    finder = Finder(column="ID")
+    assert next(r.key for r in finder.apply([*rows[3:], rows[0], *rows[1:3]])) == "host:beta"
+
+
+def ended(ago_s: float, now: float = 1796531124.6) -> dict[str, Any]:
+    """A server that failed `ago_s` before `now` as a reading lists it once its source is
+    gone: state, reason, ended_wall, no figures (console/telemetry/reading.py)."""
+    entry: dict[str, Any] = {
+        "id": "qwen3.6-27b-tp1-2",
+        "metrics_source": {
+            "name": "server:qwen3.6-27b-tp1-2",
+            "state": "unavailable",
+            "reason": "the server failed",
+            "last_poll_ms": None,
+        },
+        "state": "failed",
+        "url": "http://127.0.0.1:30002",
+        "profile": "qwen3.6-27b",
+        "layout": "tp1",
+        "variant": "dflash",
+        "gpus": [1],
+        "reason": "killed by SIGKILL",
+        "ended_wall": now - ago_s,
+    }
+    entry.update(dict.fromkeys(k for k in READY if k.endswith(("_s", "_rate", "_length"))))
+    entry.update({"tok_s": None, "running": None, "queued": None, "live": False, "last": None})
+    return entry
+
+
+def test_ended_servers_listed_dimmed_with_reason_and_folded_like_local_ones() -> None:
+    now = 1796531124.6
+    data = reading()
+    data["servers"] = [copy.deepcopy(READY), ended(60), {**ended(7200), "id": "old-1"}]
+    hosts = remote_hosts([summary("alpha")], lambda _: data)
+    server = hosts[0].server("qwen3.6-27b-tp1-2")
+    assert server is not None
+    assert server.ended
+    assert (server.reason, server.ended_wall) == ("killed by SIGKILL", now - 60)
+    # Folded after an hour: the old one is left out (and counted) until `a`.
+    shown, folded = fold_ended(hosts, now, 3600.0, show_ended=False)
+    assert folded == 1
+    assert [s.id for s in shown[0].servers] == ["qwen3.6-27b-tp1-1", "qwen3.6-27b-tp1-2"]
+    everything, folded = fold_ended(hosts, now, 3600.0, show_ended=True)
+    assert folded == 1
+    assert len(everything[0].servers) == 3
+    assert fold_ended(hosts, None, 3600.0, show_ended=False)[1] == 0  # a replay folds nothing
+    rows = {r.key: r for r in remote_rows(shown, COLUMNS)}
+    row = rows["remote:alpha/qwen3.6-27b-tp1-2"]
+    assert plain(row.cells["STATE"]) == "failed"
+    assert plain(row.cells["REASON"]) == "killed by SIGKILL"
+    cell = row.cells["ID"]
+    assert isinstance(cell, Text)
+    assert cell.style == "dim"
+    narrow = {r.key: r for r in remote_rows(shown, NARROW_COLUMNS)}
+    assert plain(narrow["remote:alpha/qwen3.6-27b-tp1-2"].cells["STATE"]) == (
+        "failed: killed by SIGKILL"
+    )
+    text = render(remote_detail(server, shown[0]))
+    assert "killed by SIGKILL" in text
+    assert "it has ended: x forgets it on alpha" in text
+
+
+def test_a_stale_hosts_servers_read_as_last_known() -> None:
+    data = reading()
+    data["servers"][0]["tok_s"] = 42.5
+    (host,) = remote_hosts([summary("alpha", "stale", "connection lost")], lambda _: data)
+    rows = {r.key: r for r in remote_rows([host], NARROW_COLUMNS)}
+    state = rows["remote:alpha/qwen3.6-27b-tp1-1"].cells["STATE"]
+    assert isinstance(state, Text)
+    assert state.plain == "last: ready"
+    assert state.style == "dim"
+    text = render(remote_detail(host.servers[0], host))
+    assert "last: ready (read 0.4s ago)" in text
+    assert "last: 42.5 (read 0.4s ago)" in text
+    # The wide row gives the stale reason once, in REASON.
+    wide = remote_rows([host], COLUMNS)[0]
+    assert plain(wide.cells["ID"]) == "alpha  stale"
+    assert plain(wide.cells["REASON"]) == "connection lost"
 
 
 def test_detail_names_the_host_and_what_is_known() -> None:

@@ -18,6 +18,7 @@ from textual.widgets import Static
 
 from console.core.errors import ConsoleError
 from console.core.redact import redact_text, secret_values
+from console.fleet.remote_ops import by_hand
 from console.server.classify import is_error_line
 from console.server.diagnose import Diagnosis, diagnose_file
 from console.server.milestones import LogFollower, tail_lines
@@ -35,6 +36,17 @@ CURRENT_STYLE = "bold white on dark_orange3"
 TYPING_PAUSE_S = 0.15
 """Typing in the search bar highlights once it pauses this long (a redraw per key would
 write the whole log again each time)."""
+
+
+def remote_log_note(host: str, server_id: str) -> Text:
+    """What the screen shows for another host's server: where its log is and how to read it."""
+    follow = by_hand(host, "logs", server_id, "-f")
+    return Text.assemble(
+        (f"{server_id}'s log is on {host}, not here. ", "yellow"),
+        "enter on its row in Servers shows its last lines; to follow it: ",
+        (follow, "bold"),
+        ("\n[ / ] show this host's servers", "dim"),
+    )
 
 
 class LogsScreen(ConsoleScreen):
@@ -62,6 +74,9 @@ class LogsScreen(ConsoleScreen):
     def __init__(self, backend: Backend) -> None:
         super().__init__(backend)
         self.server_id: str | None = None
+        self.remote: tuple[str, str] | None = None
+        """(host, server id) of another host's server asked for: its log is there, so the
+        screen says how to read it and never shows a local server of the same id."""
         self.follow = True
         self.lines: deque[str] = deque(maxlen=MAX_LINES)
         self.pattern: re.Pattern[str] | None = None
@@ -82,7 +97,21 @@ class LogsScreen(ConsoleScreen):
         yield LogView(MAX_LINES, id="log")
         yield FilterBar(target="log", placeholder="search the log (regex, case-insensitive)")
 
+    def show_remote(self, host: str, server_id: str) -> None:
+        """Another host's server: no local log is shown, the screen says where it is."""
+        self.remote = (host, server_id)
+        self.server_id = None
+        self._follower = None
+        self._diagnosis = None
+        self._diagnosed = None
+        self.lines.clear()
+        self.match_at = -1
+        if self.is_mounted:
+            self.query_one("#log", LogView).clear()
+        self.refresh_data()
+
     def show_server(self, server_id: str) -> None:
+        self.remote = None
         if server_id != self.server_id:
             self.server_id = server_id
             self._follower = None
@@ -106,9 +135,16 @@ class LogsScreen(ConsoleScreen):
     def refresh_data(self) -> None:
         if not self.is_mounted:
             return
-        server = self._server()
         which = self.query_one("#which", Static)
         reason = self.query_one("#reason", Static)
+        if self.remote is not None:
+            host, server_id = self.remote
+            which.update(
+                Text.assemble((server_id, "bold"), "  on ", (host, "bold cyan"), "  (another host)")
+            )
+            reason.update(remote_log_note(host, server_id))
+            return
+        server = self._server()
         if server is None:
             which.update(Text("no servers: nothing to show", style="dim"))
             reason.update("")
@@ -119,8 +155,10 @@ class LogsScreen(ConsoleScreen):
             bar.set_count(self.match_counter() if self.pattern else "")
         # What changes as you work (state, following, the search) first; at 80 columns the
         # plan and the path are what the edge cuts.
+        here = ("this host  ", "dim") if self.backend.fleet_now() is not None else ""
         which.update(
             Text.assemble(
+                here,
                 (server.id, "bold"),
                 f"  {server.state}  ",
                 (f"{mode}  ", "dim"),
@@ -211,8 +249,10 @@ class LogsScreen(ConsoleScreen):
     def _append(self, lines: list[str]) -> None:
         found = self.query("#log").results(LogView)
         log = next(found, None)
-        if log is None:
-            return  # a reader's lines landed after the screen left (the app closing)
+        if log is None or self.remote is not None:
+            # A reader's lines landed after the screen left (the app closing), or after it
+            # turned to another host's server.
+            return
         dropped = max(0, len(self.lines) + len(lines) - MAX_LINES)
         self.lines.extend(lines)
         self._appended += len(lines)
@@ -255,6 +295,9 @@ class LogsScreen(ConsoleScreen):
     def action_cycle(self, step: int) -> None:
         servers = self.backend.servers()
         if not servers:
+            return
+        if self.remote is not None:
+            self.show_server(servers[0 if step > 0 else -1].id)
             return
         ids = [s.id for s in servers]
         index = ids.index(self.server_id) if self.server_id in ids else -1

@@ -9,6 +9,8 @@ there through `ddconsole` run over SSH in async workers (console.fleet.remote_op
 from __future__ import annotations
 
 import shlex
+import time
+from collections.abc import Sequence
 from typing import ClassVar
 
 from rich.table import Table
@@ -28,8 +30,10 @@ from console.tui.backend import ActionRefused, Backend
 from console.tui.fold import age_text, fold_after_s, folded_note, split_folded, wall_clock
 from console.tui.read_only import refusal
 from console.tui.remote_rows import (
+    HOST_KEY,
     RemoteHost,
     RemoteServer,
+    fold_ended,
     host_detail,
     parse_key,
     remote_detail,
@@ -44,6 +48,8 @@ from console.tui.widgets.filter_bar import FilterBar
 from console.tui.widgets.finder import FindRow, sort_value
 from console.tui.widgets.server_strip import state_text, state_word
 
+ACTIVITY_KEPT = 500
+"""Activity lines kept (the pane's own limit), the remote log tail apart."""
 NODE_KEY = "node:"
 """Row keys of a gang's node rows (rank 0 is the head's own id again)."""
 COLUMNS = ("ID", "PROFILE", "LAYOUT", "VARIANT", "STATE", "PORT", "GPUS", "NUMA", "UP", "REASON")
@@ -138,6 +144,7 @@ class ServersScreen(FindScreen):
         Binding("R", "restart", "Restart"),
         Binding("w", "switch", "Switch"),
         Binding("enter", "logs", "Logs", show=False),
+        Binding("l", "logs(True)", "Logs", show=False),
         *FIND_BINDINGS,
         Binding("a", "toggle_ended", "Stopped"),
     ]
@@ -150,6 +157,14 @@ class ServersScreen(FindScreen):
         self.fold_after_s, self._settings_problem = fold_after_s()
         self._clock = wall_clock(backend)
         self._shown_ids: list[str] = []
+        self._pinned: str | None = None
+        """The remote server row the cursor was last put on: while it is missing from its
+        host's reading (a restart there), the cursor waits on the host's row and goes back
+        to it when it is listed again, never to a local row."""
+        self._activity: list[str | Text] = []
+        """The activity pane's lines but the remote log tail, which is kept apart so the
+        next tail replaces it."""
+        self._tail: list[str | Text] = []
 
     def compose_body(self) -> ComposeResult:
         yield DataTable(id="list", cursor_type="row", zebra_stripes=True)
@@ -158,10 +173,15 @@ class ServersScreen(FindScreen):
         with Horizontal(id="lower"):
             with Vertical(id="detail"):
                 yield Static("", id="detail-text")
-            yield RichLog(id="activity", max_lines=500, wrap=True, markup=False)
+            yield RichLog(
+                id="activity",
+                max_lines=ACTIVITY_KEPT + 1 + remote_ops.LOG_LINES,
+                wrap=True,
+                markup=False,
+            )
 
     def on_mount(self) -> None:
-        self.query_one("#activity", RichLog).write(Text("activity", style="bold"))
+        self._say(Text("activity", style="bold"))
         if self._settings_problem:
             age = age_text(self.fold_after_s)
             self._say(f"{self._settings_problem}; folding stopped servers after {age}")
@@ -250,12 +270,30 @@ class ServersScreen(FindScreen):
             rows.append(FindRow(server.id, values, order))
             for node in gang_nodes(server, everyone):
                 rows.append(node_row(node, wide))
-        rows.extend(remote_rows(self.remote_hosts(), columns))
+        now = self._clock() if self._clock is not None else None
+        hosts, folded_there = fold_ended(
+            self.remote_hosts(), now, self.fold_after_s, self.show_ended
+        )
+        rows.extend(remote_rows(hosts, columns))
+        keep = self._keep(keep, {row.key for row in rows})
         self._shown_ids = self.fill_found(table, columns, rows, keep, "servers")
+        count = len(folded) + folded_there
         note = self.query_one("#folded", Static)
-        note.set_class(bool(folded), "shown")
-        note.update(folded_note(len(folded), self.fold_after_s, self.show_ended) if folded else "")
+        note.set_class(bool(count), "shown")
+        note.update(folded_note(count, self.fold_after_s, self.show_ended) if count else "")
         self._show_detail()
+
+    def _keep(self, selected: str | None, keys: set[str]) -> str | None:
+        """The row the cursor stays on: a pinned remote server while listed, else its host's
+        row (while the cursor is on one of the two), else the selected row."""
+        pinned = self._pinned
+        parsed = parse_key(pinned) if pinned is not None else None
+        if pinned is None or parsed is None:
+            return selected
+        host_key = HOST_KEY + parsed[0]
+        if selected not in (pinned, host_key, None):
+            return selected
+        return pinned if pinned in keys else host_key
 
     def _selected_key(self) -> str | None:
         table = self.query_one("#list", DataTable)
@@ -264,8 +302,23 @@ class ServersScreen(FindScreen):
         return str(table.coordinate_to_cell_key(Coordinate(table.cursor_row, 0)).row_key.value)
 
     def on_data_table_row_highlighted(self) -> None:
+        key = self._selected_key()
+        parsed = parse_key(key) if key is not None else None
+        if parsed is not None and parsed[1] is not None:
+            self._pinned = key
+        elif key not in self._pinned_or_host():
+            self._pinned = None  # the user moved elsewhere
         self._show_detail()
         self.refresh_bindings()
+
+    def _pinned_or_host(self) -> tuple[str, ...]:
+        """The pinned row's key and its host row's, while the pinned row is not listed (the
+        cursor then waits on the host row); () otherwise."""
+        pinned = self._pinned
+        parsed = parse_key(pinned) if pinned is not None else None
+        if pinned is None or parsed is None or pinned in self._shown_ids:
+            return ()
+        return (pinned, HOST_KEY + parsed[0])
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """`x` reads Stop on a live server and Forget on an ended one (it forgets it)."""
@@ -307,8 +360,20 @@ class ServersScreen(FindScreen):
 
     # -- actions -------------------------------------------------------------------------
 
-    def _say(self, line: str) -> None:
+    def _say(self, line: str | Text) -> None:
+        self._activity = [*self._activity[-(ACTIVITY_KEPT - 1) :], line]
         self.query_one("#activity", RichLog).write(line)
+
+    def _show_tail(self, head: str, lines: Sequence[str]) -> None:
+        """A remote log's tail at the end of the activity pane, in place of the last one."""
+        log = self.query_one("#activity", RichLog)
+        if self._tail:
+            log.clear()
+            for line in self._activity:
+                log.write(line)
+        self._tail = [Text(head, style="bold"), *lines]
+        for line in self._tail:
+            log.write(line)
 
     def _refused(self) -> bool:
         """A second guard behind the app's: the notice names the real reason (a live
@@ -495,7 +560,12 @@ class ServersScreen(FindScreen):
             f"process group after {remote_ops.GRACE_S:g} s; runs "
             f"`{by_hand(host.name, 'down', server.id)}` there."
             if server.live
-            else f"On host {host.name}: remove {server.id} ({server.state}) from its list."
+            else (
+                f"{server.id} on {host.name} has ended ({server.state}"
+                f"{': ' + server.reason if server.reason else ''}). Forget it there: "
+                f"`{by_hand(host.name, 'down', server.id)}` removes it from {host.name}'s "
+                "list; its log stays there."
+            )
         )
         self.app.push_screen(
             ConfirmScreen(f"{verb} {server.id} on {host.name}?", detail), confirmed
@@ -542,7 +612,12 @@ class ServersScreen(FindScreen):
             confirmed,
         )
 
-    def action_logs(self) -> None:
+    def action_logs(self, screen: bool = False) -> None:
+        """`enter`: the selected server's log (another host's: its tail, read there); `l`
+        (`screen`): the Logs screen."""
+        if screen:
+            self._logs_screen()
+            return
         remote = self.selected_remote()
         if remote is not None:
             host, chosen = remote
@@ -561,6 +636,24 @@ class ServersScreen(FindScreen):
             self.notify(f"{server.id} is {kind}: ddconsole has no log of it", severity="warning")
         elif server is not None:
             self.post_message(self.ShowLogs(server.id))
+
+    def _logs_screen(self) -> None:
+        """`l`: the Logs screen. On another host's server it says where that log is (there)
+        and never shows a local server, whatever its id; else as from any screen."""
+        remote = self.selected_remote()
+        chosen = remote[1] if remote is not None else None
+        app = self.app
+
+        async def go() -> None:
+            await app.switch_mode("logs")
+            show = getattr(app.screen, "show_remote", None)
+            if show is not None and remote is not None and chosen is not None:
+                show(remote[0].name, chosen.id)
+
+        if remote is not None and chosen is not None:
+            app.run_worker(go(), group="navigate")
+        else:
+            app.run_worker(app.run_action("mode('logs')"), group="navigate")
 
     # -- workers -------------------------------------------------------------------------
 
@@ -651,4 +744,10 @@ class ServersScreen(FindScreen):
         runner = self._runner(title)
         if runner is None:
             return
-        self._tell(title, await remote_ops.log_tail(runner, host, server_id), notify_ok=False)
+        outcome = await remote_ops.log_tail(runner, host, server_id)
+        if not outcome.ok:
+            self._tell(title, outcome)
+            return
+        at = time.strftime("%H:%M:%S")
+        head = f"{host} {server_id}: last {len(outcome.lines)} lines at {at}"
+        self._show_tail(head, outcome.lines)

@@ -49,9 +49,13 @@ class FindRow:
     """Text the filter also matches but no cell shows in full (a run id or name cut to fit
     a narrow column), so a row is found by what it is, not by what fits on screen."""
     follows: str | None = None
-    """The key of the row this one belongs under (a gang's node under its head): it is
-    never sorted on its own, is shown right after that row, and keeps it listed when the
-    filter matches only the follower."""
+    """The key of the row this one belongs under (a gang's node under its head, a server
+    under its host): it is sorted only among that row's followers, is shown right after
+    that row, and keeps it listed when the filter matches only the follower (a follower the
+    filter does not match is then left out)."""
+    sorts_followers: bool = False
+    """Whether this row's followers are sorted among themselves (a host's servers); else
+    they keep the order they come in (a gang's nodes by rank)."""
 
     def matches(self, needle: str) -> bool:
         shown = " ".join(plain(c) for c in self.cells.values())
@@ -114,7 +118,18 @@ class Finder:
             else leaders
         )
         kept = self._sorted(kept)
-        return [shown for row in kept for shown in (row, *followers.get(row.key, ()))]
+        return [shown for row in kept for shown in (row, *self._followers(row, followers, needle))]
+
+    def _followers(
+        self, row: FindRow, followers: Mapping[str, Sequence[FindRow]], needle: str
+    ) -> list[FindRow]:
+        """A kept row's followers (sorted among themselves if the row says so): all of them
+        when the filter is empty or matches the row itself (a gang's nodes under a matching
+        head, a host's servers under its name), else only those the filter matches."""
+        mine = list(followers.get(row.key, ()))
+        if needle and not row.matches(needle):
+            mine = [f for f in mine if f.matches(needle)]
+        return self._sorted(mine) if row.sorts_followers else mine
 
     def _sorted(self, kept: list[FindRow]) -> list[FindRow]:
         column = self.column
