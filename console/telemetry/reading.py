@@ -209,6 +209,10 @@ def _identity(life: dict[str, Any]) -> dict[str, object]:
         "layout": life.get("layout"),
         "variant": life.get("variant"),
         "gpus": list(life.get("gpus") or []),
+        "numa_nodes": list(life.get("numa_nodes") or []),
+        "pid": life.get("pid"),
+        "uptime_s": life.get("uptime_s"),
+        "log_path": life.get("log_path"),
     }
     if life.get("state") in NOT_LIVE_STATES:
         identity["reason"] = life.get("reason")

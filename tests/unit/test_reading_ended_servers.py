@@ -32,6 +32,10 @@ def life(
         "reason": reason,
         "url": "http://127.0.0.1:31000",
         "gpus": [3],
+        "numa_nodes": [1],
+        "pid": 4242,
+        "uptime_s": None,
+        "log_path": "/var/log/dd/qwen.log",
         "ended_wall": ended_wall,
     }
 
@@ -50,6 +54,12 @@ def test_a_recently_ended_server_is_listed_with_its_reason_and_no_figures() -> N
     assert entry["id"] == "qwen-a"
     assert (entry["state"], entry["reason"]) == ("failed", "exited 137 (SIGKILL)")
     assert entry["ended_wall"] == now - 30
+    # What another host's console shows of it: its NUMA binding, pid and log there.
+    assert (entry["numa_nodes"], entry["pid"], entry["log_path"]) == (
+        [1],
+        4242,
+        "/var/log/dd/qwen.log",
+    )
     assert entry["live"] is False
     assert entry["last"] is None
     assert all(entry[name] is None for name in SERVER_FIGURES)
