@@ -156,11 +156,16 @@ async def read_counters(
         requests=snapshot.total("sglang:num_requests_total"),
         accept_length_gauge=sum(gauges) / len(gauges) if gauges else None,
         workers=workers,
-        worker_generation_tokens=tuple(
-            snapshot.total("sglang:generation_tokens_total", **{GATEWAY_WORKER_LABEL: w}) or 0.0
-            for w in workers
-        ),
+        worker_generation_tokens=_per_worker(snapshot, "sglang:generation_tokens_total", workers),
+        worker_requests=_per_worker(snapshot, "sglang:num_requests_total", workers),
     )
+
+
+def _per_worker(
+    snapshot: MetricsSnapshot, name: str, workers: tuple[str, ...]
+) -> tuple[float, ...]:
+    """Each gateway worker's own total of counter `name`, in `workers`' order."""
+    return tuple(snapshot.total(name, **{GATEWAY_WORKER_LABEL: w}) or 0.0 for w in workers)
 
 
 async def _read_snapshot(

@@ -106,6 +106,8 @@ class Counters:
     """Each of `workers`' own `sglang:generation_tokens_total`, in their order: a worker
     that restarted between two readings (its counters back to zero) is seen in them even
     while the sum still grows."""
+    worker_requests: tuple[float, ...] = ()
+    """Each of `workers`' own `sglang:num_requests_total`, in their order."""
 
     def to_json(self) -> dict[str, float | list[str] | list[float] | None]:
         data: dict[str, float | list[str] | list[float] | None] = {
@@ -114,6 +116,7 @@ class Counters:
         if self.workers:
             data["workers"] = list(self.workers)
             data["worker_generation_tokens"] = list(self.worker_generation_tokens)
+            data["worker_requests"] = list(self.worker_requests)
         return data
 
     @classmethod
@@ -122,17 +125,13 @@ class Counters:
         if not isinstance(data, Mapping) or not data:
             return None
         workers = data.get("workers")
-        per_worker = data.get("worker_generation_tokens")
         return cls(
             **{name: _opt_float(data.get(name)) for name in COUNTER_FIELDS},
             workers=tuple(w for w in workers if isinstance(w, str))
             if isinstance(workers, list)
             else (),
-            worker_generation_tokens=tuple(
-                float(v) for v in per_worker if isinstance(v, int | float)
-            )
-            if isinstance(per_worker, list)
-            else (),
+            worker_generation_tokens=_floats(data.get("worker_generation_tokens")),
+            worker_requests=_floats(data.get("worker_requests")),
         )
 
     def delta(self, after: Counters | None, name: str) -> float | None:
@@ -148,6 +147,13 @@ class Counters:
         if after is not None and _a_worker_went_back(self, after):
             return None
         return float(b - a)
+
+
+def _floats(value: object) -> tuple[float, ...]:
+    """A JSON list of numbers (anything else: none)."""
+    if not isinstance(value, list):
+        return ()
+    return tuple(float(v) for v in value if isinstance(v, int | float) and not isinstance(v, bool))
 
 
 def _a_worker_went_back(before: Counters, after: Counters) -> bool:

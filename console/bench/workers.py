@@ -18,7 +18,7 @@ import json
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -178,6 +178,94 @@ def _number(value: object) -> bool:
 
 
 @dataclass(frozen=True)
+class LevelWorkers:
+    """One level's per-worker figures through a gateway, from the level's own counters (read
+    just before and after it: no warm-up), over the level's wall seconds."""
+
+    cell: str
+    level: int
+    label: str
+    seconds: float
+    workers: list[WorkerFigures]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cell": self.cell,
+            "level": self.level,
+            "label": self.label,
+            "seconds": round(self.seconds, 3),
+            "workers": [f.to_json() for f in self.workers],
+        }
+
+
+def level_workers(run_dir: Path) -> list[LevelWorkers]:
+    """Each level through a gateway whose counters name the same workers before and after
+    it, none of them restarted in between; a level that cannot say is left out."""
+    from console.bench.results import LevelRecord
+    from console.bench.rundir import RunDir
+
+    found = []
+    for raw in RunDir(run_dir).read_jsonl("levels.jsonl"):
+        try:
+            record = LevelRecord.from_json(raw)
+        except ValueError:
+            continue
+        before, after = record.counters_before, record.counters_after
+        if before is None or after is None or not before.workers:
+            continue
+        names = before.workers
+        counts = (
+            before.worker_generation_tokens,
+            after.worker_generation_tokens,
+            before.worker_requests,
+            after.worker_requests,
+        )
+        if after.workers != names or any(len(c) != len(names) for c in counts):
+            continue
+        tokens = [b - a for a, b in zip(counts[0], counts[1], strict=True)]
+        requests = [b - a for a, b in zip(counts[2], counts[3], strict=True)]
+        if any(value < 0 for value in (*tokens, *requests)):
+            continue  # a worker restarted during the level
+        seconds = record.wall_s or 0.0
+        total = sum(tokens)
+        found.append(
+            LevelWorkers(
+                record.cell,
+                record.level,
+                record.label or f"level {record.level + 1}",
+                seconds,
+                [
+                    WorkerFigures(
+                        name,
+                        round(count),
+                        round(done),
+                        count / seconds if seconds > 0 else 0.0,
+                        count / total if total else 0.0,
+                    )
+                    for name, count, done in zip(names, tokens, requests, strict=True)
+                ],
+            )
+        )
+    return found
+
+
+def level_table(levels: list[LevelWorkers]) -> str | None:
+    """Per level, each worker's output tokens, requests, tok/s and share (None: no level
+    through a gateway could say)."""
+    if not levels:
+        return None
+    lines = ["per worker, each level (its own counters, no warm-up; TOK/S over its wall time):"]
+    for level in levels:
+        parts = [
+            f"{w.worker} {w.output_tokens} tok {w.requests} req {w.output_tok_s:.1f} tok/s "
+            f"{100 * w.share:.0f}%"
+            for w in level.workers
+        ]
+        lines.append(f"  {level.cell} {level.label}: " + " | ".join(parts))
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
 class WorkersReport:
     """A run's per-worker figures through one gateway: what `workers.json` holds."""
 
@@ -185,6 +273,7 @@ class WorkersReport:
     seconds: float
     workers: list[WorkerFigures]
     measured: Measured | None = None
+    levels: list[LevelWorkers] = field(default_factory=list)
 
     @property
     def total_output_tokens(self) -> int:
@@ -211,6 +300,7 @@ class WorkersReport:
                 None if self.measured is None else round(self.measured.output_tok_s, 3)
             ),
             "workers": [f.to_json() for f in self.workers],
+            "levels": [level.to_json() for level in self.levels],
         }
 
 
@@ -267,7 +357,8 @@ def table(report: WorkersReport) -> str:
             f"the other {report.total_output_tokens - run.output_tokens} were warm-up or "
             "other traffic"
         )
-    return "\n".join([head, *lines, *foot])
+    per_level = level_table(report.levels)
+    return "\n".join([head, *lines, *foot, *([per_level] if per_level else [])])
 
 
 def finish(
@@ -280,7 +371,9 @@ def finish(
     after = read_gateway(before.url, headers)
     if after is None:
         return None
-    report = workers_report(before, after, measured(run_dir))
+    report = replace(
+        workers_report(before, after, measured(run_dir)), levels=level_workers(run_dir)
+    )
     try:
         save(run_dir, report)
     except OSError as exc:

@@ -161,6 +161,7 @@ def _runs_show(args: argparse.Namespace) -> int:
         print_json(summary.to_json())
     else:
         print_summary(summary)
+        _print_level_workers(run)
     _warn_damage(run)
     if args.follow and summary.status != "done":
         return 1  # followed to its end: the exit status says how it ended, as `bench` does
@@ -232,6 +233,16 @@ def _follow(run: RunDir, stream: TextIO) -> None:
             time.sleep(0.5)
     finally:
         printer.close()
+
+
+def _print_level_workers(run: RunDir) -> None:
+    """A run through SGLang's model gateway: each level's per-worker figures."""
+    from console.bench.workers import level_table, level_workers
+
+    table = level_table(level_workers(run.path))
+    if table is not None:
+        print()
+        print(table)
 
 
 def _warn_damage(run: RunDir) -> None:

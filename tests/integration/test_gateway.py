@@ -165,6 +165,15 @@ def test_replicas_behind_the_gateway_bench_per_worker_kill_and_down() -> None:
     measured_rate = shares["measured_output_tok_s"]
     assert 0 < shares["total_output_tok_s"] <= measured_rate * total / sent * 1.01, shares
     assert abs(sum(w["share"] for w in by_worker.values()) - 1) < 0.01
+    # Each level's own figures per worker (no warm-up): the level's requests, all of them.
+    [level] = shares["levels"]
+    assert sorted(w["worker_addr"] for w in level["workers"]) == urls
+    assert sum(w["requests"] for w in level["workers"]) == REQUESTS
+    assert all(w["output_tokens"] > 0 for w in level["workers"])
+    assert "per worker, each level" in bench.stdout
+    shown = dd("runs", "show", run_dir.name)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert "per worker, each level" in shown.stdout
 
     # A detached benchmark (as the TUI starts one): its runner writes workers.json too.
     detached = dd(

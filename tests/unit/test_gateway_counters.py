@@ -3,7 +3,11 @@ an increase across readings of other workers is no increase."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from console.bench.results import Counters
+from console.bench.workers import level_table, level_workers
 
 A = "http://127.0.0.1:41101"
 B = "http://127.0.0.1:41102"
@@ -63,3 +67,52 @@ def test_a_worker_that_restarted_mid_level_voids_the_increase() -> None:
         worker_generation_tokens=(900.0, 600.0),
     )
     assert before.delta(grown, "generation_tokens") == 500.0
+
+
+def _level(
+    level: int,
+    before: tuple[float, float],
+    after: tuple[float, float],
+    after_workers: tuple[str, ...] = (A, B),
+) -> str:
+    """A levels.jsonl line through a gateway of workers A and B (their own counts)."""
+    from console.bench.results import LevelRecord
+
+    record = LevelRecord(
+        cell="qwen3.6-27b/dp2-gateway/off",
+        level=level,
+        label=f"concurrency {4 * (level + 1)}",
+        wall_s=2.0,
+        counters_before=Counters(
+            workers=(A, B), worker_generation_tokens=before, worker_requests=(10.0, 10.0)
+        ),
+        counters_after=Counters(
+            workers=after_workers,
+            worker_generation_tokens=after,
+            worker_requests=(14.0, 12.0),
+        ),
+    )
+    return json.dumps(record.to_json())
+
+
+def test_each_level_gets_its_own_per_worker_figures(tmp_path: Path) -> None:
+    (tmp_path / "levels.jsonl").write_text(
+        "\n".join(
+            [
+                _level(0, (100.0, 100.0), (400.0, 200.0)),
+                _level(1, (400.0, 200.0), (450.0, 20.0)),  # B restarted: left out
+                _level(2, (450.0, 20.0), (500.0, 60.0), after_workers=(A,)),  # B gone
+            ]
+        )
+        + "\n"
+    )
+    [level] = level_workers(tmp_path)
+    assert (level.level, level.label, level.seconds) == (0, "concurrency 4", 2.0)
+    a, b = level.workers
+    assert (a.worker, a.output_tokens, a.requests, a.output_tok_s) == (A, 300, 4, 150.0)
+    assert (b.worker, b.output_tokens, b.requests, b.output_tok_s) == (B, 100, 2, 50.0)
+    assert (a.share, b.share) == (0.75, 0.25)
+    table = level_table([level])
+    assert table is not None
+    assert f"concurrency 4: {A} 300 tok 4 req 150.0 tok/s 75%" in table
+    assert level_table([]) is None
