@@ -19,7 +19,7 @@ from console.tui.app import ConsoleApp
 from console.tui.screens.launch import LaunchScreen
 from console.tui.screens.logs import LogsScreen
 from console.tui.screens.modals import ConfirmScreen
-from console.tui.screens.servers import ServersScreen
+from console.tui.screens.servers import COLUMNS, ServersScreen
 from tests.tui.conftest import settle, until
 from tests.unit.test_remote_rows import READY, ended, reading
 
@@ -81,11 +81,14 @@ async def test_remote_keys_refuse_a_bad_id_and_launch_here(
         await fleet.stop()
 
 
-async def test_remote_rows_ended_folded_logs_elsewhere_tail_replaced_cursor_kept() -> None:
+async def test_remote_rows_ended_folded_logs_elsewhere_tail_replaced_cursor_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """alpha lists a ready server, one that failed a minute ago and one two hours ago: the
     old one is folded until `a`; x on the failed one asks to forget it there; the cursor
     waits on alpha's row while its server is missing and goes back to it; a log tail
-    replaces the last; `l` on alpha's server never shows a local one of the same id."""
+    replaces the last; a server with a call running there, or on a stale host, is not acted
+    on again; `l` on alpha's server never shows a local one of the same id."""
     backend = Services.create(demo=True).live_backend(recordings=None)
     backend.fleet = fleet = _fleet()
     now = time.time()
@@ -94,6 +97,8 @@ async def test_remote_rows_ended_folded_logs_elsewhere_tail_replaced_cursor_kept
     data["servers"] = [READY, failed, {**ended(7200, now), "id": "old-1"}]
     assert fleet._take(fleet._hosts["alpha"], json.dumps(data))
     app = ConsoleApp(backend, mode="servers")
+    notes: list[str] = []
+    monkeypatch.setattr(app, "notify", lambda message, **_: notes.append(str(message)))
     try:
         async with app.run_test(size=(160, 50)) as pilot:
             await settle(pilot)
@@ -143,6 +148,29 @@ async def test_remote_rows_ended_folded_logs_elsewhere_tail_replaced_cursor_kept
             assert "first tail" not in text
             assert "05:00:00" not in text
             assert text.index("stop something") < text.index("alpha x: last 1 lines at 05:00:09")
+
+            # A restart of it still running there: neither x nor R starts another call.
+            screen._in_flight[("alpha", READY["id"])] = "restart"
+            for key in ("x", "R"):
+                await pilot.press(key)
+                await pilot.pause()
+                assert not isinstance(app.screen, ConfirmScreen), key
+            assert notes[-1].startswith(f"restart {READY['id']} on alpha is still running")
+            del screen._in_flight[("alpha", READY["id"])]
+            # alpha stale: its server reads as last known, and x, R, enter say why not.
+            fleet._set(fleet._hosts["alpha"], "stale", "connection lost")
+            screen.refresh_data()
+            await pilot.pause()
+            assert str(table.get_row(GOOD)[COLUMNS.index("STATE")]) == "last: ready"
+            for key in ("x", "R", "enter"):
+                await pilot.press(key)
+                await pilot.pause()
+                assert not isinstance(app.screen, ConfirmScreen), key
+            assert notes[-1].startswith("alpha is stale (connection lost); when it is back:")
+            assert [n.split(": ")[-1] for n in notes[-3:]] == [
+                f"ddconsole --host alpha {verb} {READY['id']}"
+                for verb in ("down", "restart", "logs")
+            ]
 
             await pilot.press("l")
             await until(pilot, lambda: isinstance(app.screen, LogsScreen), what="Logs")

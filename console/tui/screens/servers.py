@@ -165,6 +165,9 @@ class ServersScreen(FindScreen):
         """The activity pane's lines but the remote log tail, which is kept apart so the
         next tail replaces it."""
         self._tail: list[str | Text] = []
+        self._in_flight: dict[tuple[str, str], str] = {}
+        """(host, server id) -> the verb a remote call is running on it: a second action on
+        the same server is refused until the first answers."""
 
     def compose_body(self) -> ComposeResult:
         yield DataTable(id="list", cursor_type="row", zebra_stripes=True)
@@ -452,6 +455,14 @@ class ServersScreen(FindScreen):
             return None
         if self._not_an_id(host, server):
             return None
+        running = self._in_flight.get((host.name, server.id))
+        if running is not None:
+            self.notify(
+                f"{running} {server.id} on {host.name} is still running: its answer comes "
+                "in the activity pane",
+                severity="warning",
+            )
+            return None
         if server.external:
             self.notify(
                 f"{server.id} on {host.name} is external (ddconsole did not start it); "
@@ -552,13 +563,14 @@ class ServersScreen(FindScreen):
 
         def confirmed(yes: bool | None) -> None:
             if yes:
+                self._in_flight[(host.name, server.id)] = "stop" if server.live else "forget"
                 self._remote_stop(host.name, server.id)
 
         gpus = format_index_set(list(server.gpus)) or "-"
         detail = (
             f"On host {host.name}: SIGTERM to {server.id} (GPUs {gpus}), then SIGKILL to its "
-            f"process group after {remote_ops.GRACE_S:g} s; runs "
-            f"`{by_hand(host.name, 'down', server.id)}` there."
+            f"process group after {remote_ops.GRACE_S:g} s (as "
+            f"`{by_hand(host.name, 'down', server.id)}` does from here)."
             if server.live
             else (
                 f"{server.id} on {host.name} has ended ({server.state}"
@@ -579,13 +591,14 @@ class ServersScreen(FindScreen):
 
         def confirmed(yes: bool | None) -> None:
             if yes:
+                self._in_flight[(host.name, server.id)] = "restart"
                 self._remote_restart(host.name, server.id)
 
         self.app.push_screen(
             ConfirmScreen(
                 f"Restart {server.id} on {host.name}?",
-                f"On host {host.name}: stop {server.id} and launch the same plan again; runs "
-                f"`{by_hand(host.name, 'restart', server.id)}` there.",
+                f"On host {host.name}: stop {server.id} and launch the same plan again (as "
+                f"`{by_hand(host.name, 'restart', server.id)}` does from here).",
             ),
             confirmed,
         )
@@ -704,7 +717,7 @@ class ServersScreen(FindScreen):
     def _tell(self, title: str, outcome: RemoteOutcome, notify_ok: bool = True) -> None:
         """A remote call's outcome into the activity pane, and as a notice (a failure's
         always, naming the command to run by hand)."""
-        self._say(f"{title}: {outcome.summary}")
+        self._say(outcome.summary if outcome.summary else title)
         for line in outcome.lines:
             self._say(f"  {line}")
         if outcome.hint:
@@ -726,17 +739,24 @@ class ServersScreen(FindScreen):
     async def _remote_stop(self, host: str, server_id: str) -> None:
         title = f"stop {server_id} on {host}"
         self._say(f"{title}: {by_hand(host, 'down', server_id)}")
-        runner = self._runner(title)
-        if runner is not None:
-            self._tell(title, await remote_ops.stop(runner, host, server_id))
+        try:
+            runner = self._runner(title)
+            if runner is not None:
+                self._tell(title, await remote_ops.stop(runner, host, server_id))
+        finally:
+            self._in_flight.pop((host, server_id), None)
 
     @work(group="remote", exit_on_error=False)
     async def _remote_restart(self, host: str, server_id: str) -> None:
         title = f"restart {server_id} on {host}"
-        self._say(f"{title}: {by_hand(host, 'restart', server_id)}")
-        runner = self._runner(title)
-        if runner is not None:
-            self._tell(title, await remote_ops.restart(runner, host, server_id))
+        wait = format_duration(remote_ops.READY_TIMEOUT_S)
+        self._say(f"{title}: {by_hand(host, 'restart', server_id)} (waits up to {wait} there)")
+        try:
+            runner = self._runner(title)
+            if runner is not None:
+                self._tell(title, await remote_ops.restart(runner, host, server_id))
+        finally:
+            self._in_flight.pop((host, server_id), None)
 
     @work(group="remote", exit_on_error=False)
     async def _remote_logs(self, host: str, server_id: str) -> None:
