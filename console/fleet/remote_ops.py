@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -30,6 +31,16 @@ READY_TIMEOUT_S = 600.0
 RESTART_TIMEOUT_S = GRACE_S + READY_TIMEOUT_S + 60.0
 LOG_TIMEOUT_S = 30.0
 LOG_LINES = 40
+LOG_LINES_READ = 400
+"""Lines read there for a tail of LOG_LINES: the console's own polling fills a log fast."""
+_POLLING = re.compile(r'"(GET|HEAD) /(metrics|ready|health|health_generate|get_load)[ ?"]')
+
+
+def without_polling(lines: Sequence[str], keep: int = LOG_LINES) -> tuple[list[str], int]:
+    """(the last `keep` lines that are not a poll's access line, how many polls were left
+    out): a server's log is mostly `GET /metrics` and `GET /ready`, once a second each."""
+    kept = [line for line in lines if not _POLLING.search(line)]
+    return kept[-keep:], len(lines) - len(kept)
 
 
 class Runner(Protocol):

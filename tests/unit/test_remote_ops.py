@@ -227,3 +227,12 @@ def test_the_reason_drops_the_verbs_error_head() -> None:
     refused = RemoteResult(2, "", "ddconsole down: error: unrecognized arguments: --bogus\n")
     outcome = remote_ops.read_stop("alpha", SERVER, refused)
     assert outcome.summary == f"down {SERVER} on alpha failed: unrecognized arguments: --bogus"
+
+
+def test_a_log_tail_leaves_the_polling_out() -> None:
+    served = '[2026-12-06 04:25:26] INFO:     127.0.0.1:46770 - "POST /generate HTTP/1.1" 200 OK'
+    loaded = "[2026-12-06 04:25:20] INFO:     Application startup complete."
+    lines, polls = remote_ops.without_polling([loaded, *LINES, served, *LINES * 3])
+    assert (lines, polls) == ([loaded, served], 8)
+    lines, polls = remote_ops.without_polling([f"line {i}" for i in range(50)], keep=3)
+    assert (lines, polls) == (["line 47", "line 48", "line 49"], 0)

@@ -764,10 +764,13 @@ class ServersScreen(FindScreen):
         runner = self._runner(title)
         if runner is None:
             return
-        outcome = await remote_ops.log_tail(runner, host, server_id)
+        outcome = await remote_ops.log_tail(runner, host, server_id, remote_ops.LOG_LINES_READ)
         if not outcome.ok:
             self._tell(title, outcome)
             return
+        lines, polls = remote_ops.without_polling(outcome.lines)
         at = time.strftime("%H:%M:%S")
-        head = f"{host} {server_id}: last {len(outcome.lines)} lines at {at}"
-        self._show_tail(head, outcome.lines)
+        head = f"{host} {server_id}: last {len(lines)} lines at {at}"
+        if polls:
+            head += f" ({polls} polling requests left out)"
+        self._show_tail(head, lines)
