@@ -89,8 +89,9 @@ VIEW_ACTIONS = frozenset(
         # Dashboard: which server's charts, the zoom
         "focus_next_server",
         "zoom",
-        # Fleet: a host's servers
+        # Fleet: a host's servers, reading a stale host again now (nothing changes there)
         "open_host",
+        "retry_host",
         # Runs: compare runs, page through a run's plots, read the list again
         "compare",
         "plots",
