@@ -244,7 +244,12 @@ def host_row(host: RemoteHost, columns: Sequence[str]) -> FindRow:
         cells["ID"] = host_label(host, REASON_SHOWN_NARROW)
     order = dict.fromkeys(columns, sort_value(None))
     return FindRow(
-        host.key, cells, order, search=f"{host.name} {host.target}", sorts_followers=True
+        host.key,
+        cells,
+        order,
+        search=f"{host.name} {host.target}",
+        sorts_followers=True,
+        counted=False,
     )
 
 

@@ -42,3 +42,23 @@ async def test_fill_found_filters_fills_keeps_the_cursor_and_counts(
         screen.finder.text = ""
         assert screen.fill_found(table, ("ID", "STATE"), rows, "gone", "things") == ["a", "b", "c"]
         assert str(screen.query_one(FilterBar).query_one("#filter-count", Static).content) == ""
+
+
+async def test_a_heading_row_is_not_counted(scene_backend: SceneBackend):
+    """A host's row heads its servers: `N of M servers` counts the servers only."""
+    app = ConsoleApp(scene_backend, mode="servers")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, ServersScreen)
+        table = screen.query_one("#list", DataTable)
+        rows = [
+            FindRow("local-1", {"ID": "local-1", "STATE": "ready"}),
+            FindRow("host:alpha", {"ID": "alpha up", "STATE": ""}, counted=False),
+            FindRow("a-1", {"ID": "a-1", "STATE": "ready"}, search="alpha", follows="host:alpha"),
+            FindRow("a-2", {"ID": "a-2", "STATE": "failed"}, search="alpha", follows="host:alpha"),
+        ]
+        screen.finder.text = "alpha"
+        screen.fill_found(table, ("ID", "STATE"), rows, None, "servers")
+        count = screen.query_one(FilterBar).query_one("#filter-count", Static).content
+        assert str(count) == "2 of 3 servers"

@@ -70,7 +70,9 @@ class FindScreen(ConsoleScreen):
         keys = [row.key for row in found]
         if keep is not None and keep in keys:
             table.move_cursor(row=keys.index(keep))
-        self.show_count(len(found), len(rows), what)
+        self.show_count(
+            sum(1 for row in found if row.counted), sum(1 for row in rows if row.counted), what
+        )
         return keys
 
     def show_count(self, shown: int, total: int, what: str = "rows") -> None:

@@ -383,7 +383,7 @@ class RunsScreen(FindScreen):
                 cells: dict[str, str | Text] = {"HOST": host, "RUN": Text(cut, style=row.style)}
                 cells |= {"KIND": "", "STATUS": "", "CELLS": ""}
                 lead = follows if follows != key else None
-                listed.append(FindRow(key, cells, search=note, follows=lead))
+                listed.append(FindRow(key, cells, search=note, follows=lead, counted=False))
                 continue
             # A marked run shows the letter it has in the comparison.
             marked = key in self.marked

@@ -56,6 +56,9 @@ class FindRow:
     sorts_followers: bool = False
     """Whether this row's followers are sorted among themselves (a host's servers); else
     they keep the order they come in (a gang's nodes by rank)."""
+    counted: bool = True
+    """Whether it is one of the things a filter's `N of M` counts (a host's heading row or
+    a note is not)."""
 
     def matches(self, needle: str) -> bool:
         shown = " ".join(plain(c) for c in self.cells.values())
