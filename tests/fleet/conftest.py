@@ -199,17 +199,28 @@ class FakeHost:
         self._procs.add(proc)
         loop = asyncio.get_running_loop()
         ended = asyncio.Event()
+        channel_open = True
+
+        def hang_up() -> None:
+            """The client's channel is gone: sshd hangs the session up (SIGHUP)."""
+            nonlocal channel_open
+            channel_open = False
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGHUP)
 
         def screen_out() -> None:
             try:
                 chunk = os.read(master, 65536)
             except OSError:  # EIO: every holder of the terminal has gone
                 chunk = b""
-            if chunk:
-                process.stdout.write(chunk)
-            else:
+            if not chunk:
                 loop.remove_reader(master)
                 ended.set()
+            elif channel_open:
+                try:
+                    process.stdout.write(chunk)
+                except Exception:  # BrokenPipeError: the channel closed under us
+                    hang_up()
 
         async def keys_in() -> None:
             while True:
@@ -218,19 +229,20 @@ class FakeHost:
                 except asyncssh.TerminalSizeChanged as change:
                     _set_size(master, change.width, change.height)
                     continue
-                except Exception:  # the channel is gone: sshd hangs the session up
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.killpg(proc.pid, signal.SIGHUP)
+                except Exception:
                     return
                 if not data:
-                    if process.is_closing():
-                        with contextlib.suppress(ProcessLookupError, PermissionError):
-                            os.killpg(proc.pid, signal.SIGHUP)
                     return
                 os.write(master, data)
 
+        async def watch_channel() -> None:
+            await process.channel.wait_closed()
+            if proc.returncode is None:
+                hang_up()
+
         loop.add_reader(master, screen_out)
         keys = asyncio.ensure_future(keys_in())
+        closed = asyncio.ensure_future(watch_channel())
         try:
             await ended.wait()
             status = await proc.wait()
@@ -238,6 +250,7 @@ class FakeHost:
                 process.exit(status if status >= 0 else 128 - status)
         finally:
             keys.cancel()
+            closed.cancel()
             loop.remove_reader(master)
             os.close(master)
             if proc.returncode is None:
