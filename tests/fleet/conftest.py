@@ -154,6 +154,7 @@ class FakeHost:
             env=self.env,
             cwd=self.root,
             start_new_session=True,
+            preexec_fn=as_sshd_starts_it,
         )
         self._procs.add(proc)
         assert proc.stdout is not None
@@ -181,6 +182,7 @@ class FakeHost:
         _set_size(slave, columns, rows)
 
         def controlling_terminal() -> None:
+            as_sshd_starts_it()
             os.setsid()
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
@@ -202,11 +204,16 @@ class FakeHost:
         channel_open = True
 
         def hang_up() -> None:
-            """The client's channel is gone: sshd hangs the session up (SIGHUP)."""
+            """The client's channel is gone: sshd closes the terminal's master side, which
+            hangs the session up (SIGHUP, and its terminal reads fail)."""
             nonlocal channel_open
+            if not channel_open:
+                return
             channel_open = False
+            loop.remove_reader(master)
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGHUP)
+            ended.set()
 
         def screen_out() -> None:
             try:
@@ -245,19 +252,31 @@ class FakeHost:
         closed = asyncio.ensure_future(watch_channel())
         try:
             await ended.wait()
-            status = await proc.wait()
-            with contextlib.suppress(Exception):
-                process.exit(status if status >= 0 else 128 - status)
+            if channel_open:
+                status = await proc.wait()
+                with contextlib.suppress(Exception):
+                    process.exit(status if status >= 0 else 128 - status)
         finally:
             keys.cancel()
             closed.cancel()
             loop.remove_reader(master)
-            os.close(master)
+            os.close(master)  # a hung-up session's terminal: gone
+            if proc.returncode is None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(proc.wait(), 5)
             if proc.returncode is None:
                 _kill_group(proc)
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(proc.wait(), 10)
             self._procs.discard(proc)
+
+
+def as_sshd_starts_it() -> None:
+    """A command's signals as sshd leaves them: none blocked, none ignored (a pytest worker's
+    thread may have some blocked or ignored by an earlier test, and a child inherits both)."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    for signum in (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGPIPE):
+        signal.signal(signum, signal.SIG_DFL)
 
 
 def _set_size(fd: int, columns: int, rows: int) -> None:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from tests.fleet.conftest import DDCONSOLE, SshWorld, write_hosts_toml
+from tests.fleet.conftest import DDCONSOLE, SshWorld, as_sshd_starts_it, write_hosts_toml
 
 pytestmark = pytest.mark.slow
 
@@ -38,6 +38,7 @@ class Terminal:
             stdout=self.slave,
             stderr=self.slave,
             start_new_session=True,
+            preexec_fn=as_sshd_starts_it,  # signals as a login shell leaves them
         )
 
     def read_until(self, done: Callable[[bytes], bool], timeout: float, what: str) -> None:
