@@ -14,7 +14,8 @@ import struct
 import subprocess
 import termios
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -117,5 +118,19 @@ def test_a_verb_and_the_console_over_host_run_on_a_terminal_there(
     alpha = ssh_world.hosts["alpha"]
     deadline = time.monotonic() + 30
     while alpha._procs:
-        assert time.monotonic() < deadline, "the remote console outlived the relay"
+        assert time.monotonic() < deadline, (
+            f"the remote console outlived the relay: {_states(p.pid for p in alpha._procs)}"
+        )
         time.sleep(0.2)
+
+
+def _states(pids: Iterable[int]) -> dict[int, list[str]]:
+    """Each process's state and signal masks (why one outlived a hang-up)."""
+    found: dict[int, list[str]] = {}
+    for pid in pids:
+        try:
+            lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+        except OSError:
+            continue
+        found[pid] = [line for line in lines if line.startswith(("State", "Sig", "PPid"))]
+    return found
