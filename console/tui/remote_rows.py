@@ -60,6 +60,12 @@ class RemoteServer:
     """Why a server that ended ended, as `ps` there says it."""
     ended_wall: float | None = None
     """When a server that ended ended (that host's wall clock); None while live."""
+    numa_nodes: tuple[int, ...] = ()
+    pid: int | None = None
+    uptime_s: float | None = None
+    """Seconds it had run at the reading (None: not running, or not said)."""
+    log_path: str | None = None
+    """Its log on that host."""
 
     @property
     def key(self) -> str:
@@ -148,16 +154,24 @@ def _server(host: str, raw: object) -> RemoteServer | None:
         variant=_text(raw.get("variant")),
         url=url,
         port=_port(url),
-        gpus=tuple(
-            g for g in (gpus if isinstance(gpus, list) else []) if isinstance(g, int) and g >= 0
-        ),
+        gpus=_indices(gpus),
         tok_s=_number(raw.get("tok_s")),
         external=raw.get("external") is True or server_id.startswith("ext-"),
         source_state=_text(source.get("state")),
         source_reason=_text(source.get("reason")),
         reason=_text(raw.get("reason")),
         ended_wall=_number(raw.get("ended_wall")),
+        numa_nodes=_indices(raw.get("numa_nodes")),
+        pid=pid if isinstance(pid := raw.get("pid"), int) and not isinstance(pid, bool) else None,
+        uptime_s=_number(raw.get("uptime_s")),
+        log_path=_text(raw.get("log_path")),
     )
+
+
+def _indices(value: object) -> tuple[int, ...]:
+    """A JSON list of GPU or NUMA indices (anything else in it is left out)."""
+    items = value if isinstance(value, list) else []
+    return tuple(i for i in items if isinstance(i, int) and not isinstance(i, bool) and i >= 0)
 
 
 def remote_servers(host: str, reading: object) -> tuple[RemoteServer, ...]:
@@ -288,12 +302,19 @@ def server_row(server: RemoteServer, host: RemoteHost, wide: bool = True) -> Fin
         "STATE": state,
         "PORT": Text(str(server.port or "-"), style=dim),
         "GPUS": Text(format_index_set(list(server.gpus)) or "-", style=dim),
-        "NUMA": Text("-", style=dim),
-        "UP": Text("-", style=dim),
+        "NUMA": Text(format_index_set(list(server.numa_nodes)) or "-", style=dim),
+        "UP": Text(_uptime(server, host), style=dim),
         "REASON": Text(reason or "", style=dim or "yellow"),
     }
     order = {"STATE": sort_value(server.state), "GPUS": sort_value(min(server.gpus, default=None))}
     return FindRow(server.key, values, order, search=f"{host.name} {server.id}", follows=host.key)
+
+
+def _uptime(server: RemoteServer, host: RemoteHost) -> str:
+    """How long it had run at the host's latest reading (`-` once ended or unknown)."""
+    if server.ended or server.uptime_s is None:
+        return "-"
+    return format_duration(server.uptime_s)
 
 
 def remote_rows(hosts: Sequence[RemoteHost], columns: Sequence[str]) -> list[FindRow]:
@@ -355,7 +376,14 @@ def remote_detail(server: RemoteServer, host: RemoteHost) -> Table:
             ended = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(server.ended_wall))
             table.add_row("ended", f"{ended} (that host's clock)")
     table.add_row("url", Text(f"{server.url} (on {host.name})") if server.url else "-")
-    table.add_row("gpus", format_index_set(list(server.gpus)) or "-")
+    numa = format_index_set(list(server.numa_nodes))
+    gpus = format_index_set(list(server.gpus)) or "-"
+    table.add_row("gpus", f"{gpus}  NUMA {numa}" if numa else gpus)
+    if server.pid is not None:
+        up = _uptime(server, host)
+        table.add_row("pid", f"{server.pid} on {host.name}" + (f", up {up}" if up != "-" else ""))
+    if server.log_path:
+        table.add_row("log", f"{server.log_path} (on {host.name})")
     if server.tok_s is None:
         table.add_row("tok/s", "-")
     elif host.up:

@@ -307,3 +307,24 @@ def test_detail_names_the_host_and_what_is_known() -> None:
         assert part in text, text
     assert "http://127.0.0.1:39925" in text
     assert "x stops" in text
+
+
+def test_a_remote_server_shows_its_numa_pid_uptime_and_log_there() -> None:
+    data = reading()
+    data["servers"][0] |= {
+        "numa_nodes": [1],
+        "pid": 4242,
+        "uptime_s": 75.0,
+        "log_path": "/var/log/dd/qwen.log",
+    }
+    (host,) = remote_hosts([summary("alpha")], lambda _: data)
+    assert isinstance(host, RemoteHost)
+    rows = {row.key: row for row in remote_rows([host], COLUMNS)}
+    row = rows[server_key("alpha", "qwen3.6-27b-tp1-1")]
+    assert (plain(row.cells["NUMA"]), plain(row.cells["UP"])) == ("1", "1m15s")
+    stopped = rows[server_key("alpha", "qwen3.6-27b-tp2-1")]
+    assert plain(stopped.cells["UP"]) == "-"  # ended: no uptime
+    text = render(remote_detail(host.servers[0], host))
+    assert "0  NUMA 1" in text
+    assert "4242 on alpha, up 1m15s" in text
+    assert "/var/log/dd/qwen.log (on alpha)" in text
