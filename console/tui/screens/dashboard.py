@@ -195,7 +195,9 @@ class DashboardScreen(FindScreen):
         remote = self.remote
         stale = remote is not None and remote.stale_reason is not None
         strip = remote.strip_servers(servers) if remote is not None else servers
-        self.query_one(ServerStrip).show(strip, self.focused_server, note)
+        self.query_one(ServerStrip).show(
+            strip, self.focused_server, note, host=remote.name if remote is not None else None
+        )
         now_pane = self.query_one("#now", Pane)
         client = None
         if server is not None and remote is None:

@@ -43,10 +43,26 @@ def state_text(server: ServerView) -> Text:
 
 
 class ServerStrip(Pane):
-    def show(self, servers: list[ServerView], focused: str | None, note: str | None = None) -> None:
-        """One line per server; `note` (the stopped servers folded away) under them."""
+    def show(
+        self,
+        servers: list[ServerView],
+        focused: str | None,
+        note: str | None = None,
+        host: str | None = None,
+    ) -> None:
+        """One line per server; `note` (the stopped servers folded away) under them. `host`:
+        the other host these servers run on (a launch there is not this console's `n`)."""
         if not servers and note:
             self.put(Text(note, style="dim"))
+            return
+        if not servers and host is not None:
+            self.put(
+                Text.assemble(
+                    (f"no servers on {host}  ", "dim"),
+                    (f"ddconsole --host {host} up PROFILE", "bold"),
+                    (" launches one there", "dim"),
+                )
+            )
             return
         if not servers:
             self.put(
