@@ -181,11 +181,14 @@ def report_detached(args: argparse.Namespace, detached: Detached) -> int:
     if args.json:
         print_json(detached.to_json())
     else:
+        from console.core.via_host import ddconsole_command
+
         demo = " --demo" if getattr(args, "demo", False) else ""
+        dd = ddconsole_command()
         print(
             f"running in the background as run {detached.run_id} ({detached.run_dir}), "
             f"pid {detached.pid}\n"
-            f"follow it: ddconsole runs show {detached.run_id} --follow{demo}\n"
-            f"stop it:   ddconsole runs stop {detached.run_id}{demo}"
+            f"follow it: {dd} runs show {detached.run_id} --follow{demo}\n"
+            f"stop it:   {dd} runs stop {detached.run_id}{demo}"
         )
     return 0

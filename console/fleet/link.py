@@ -31,6 +31,7 @@ with warnings.catch_warnings():
     import asyncssh
 
 from console.core.errors import ConsoleError
+from console.core.via_host import VIA_HOST_ENV
 from console.fleet.hosts import Host, parse_target
 
 CONNECT_TIMEOUT_S = 10.0
@@ -202,8 +203,10 @@ class HostLink:
         return str(local[0]), str(peer[0])
 
     def command(self, args: Sequence[str]) -> str:
-        """The command line run on the remote host: its ddconsole and the quoted args."""
-        return f"{self.host.ddconsole} {shlex.join(args)}"
+        """The command line run on the remote host: its ddconsole and the quoted args, told
+        which host it is to this console (its printed hints then say `--host NAME`)."""
+        via = f"{VIA_HOST_ENV}={shlex.quote(self.host.name)}"
+        return f"env {via} {self.host.ddconsole} {shlex.join(args)}"
 
     def local_argv(self, args: Sequence[str]) -> list[str]:
         return [sys.executable, "-m", "console", *args]
