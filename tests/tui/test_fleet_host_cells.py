@@ -9,23 +9,11 @@ from rich.text import Text
 
 from console.fleet.summary import HostSummary
 from console.tui.screens.fleet import host_cells
+from tests.unit.test_remote_rows import summary
 
 
 def _host(state: str = "up", reason: str | None = None) -> HostSummary:
-    return HostSummary(
-        name="gpu2",
-        target="ops@gpu2.lan:22",
-        state=state,
-        reason=reason,
-        gpus_busy=2,
-        gpus_total=8,
-        servers=(),
-        servers_ready=0,
-        tok_s=None,
-        sources=(),
-        age_s=1.0,
-        updated_wall=None,
-    )
+    return replace(summary("gpu2", state, reason), target="ops@gpu2.lan:22")
 
 
 def test_a_host_read_through_prometheus_names_it_in_target() -> None:

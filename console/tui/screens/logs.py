@@ -100,7 +100,19 @@ class LogsScreen(ConsoleScreen):
     def show_remote(self, host: str, server_id: str) -> None:
         """Another host's server: no local log is shown, the screen says where it is."""
         self.remote = (host, server_id)
-        self.server_id = None
+        self._show_log_of(None)
+        self.refresh_data()
+
+    def show_server(self, server_id: str) -> None:
+        self.remote = None
+        if server_id != self.server_id:
+            self._show_log_of(server_id)
+        self.refresh_data()
+
+    def _show_log_of(self, server_id: str | None) -> None:
+        """Start over on `server_id`'s log (None: no local log): nothing of the last one
+        is kept (its follower, diagnosis, lines, search position)."""
+        self.server_id = server_id
         self._follower = None
         self._diagnosis = None
         self._diagnosed = None
@@ -108,20 +120,6 @@ class LogsScreen(ConsoleScreen):
         self.match_at = -1
         if self.is_mounted:
             self.query_one("#log", LogView).clear()
-        self.refresh_data()
-
-    def show_server(self, server_id: str) -> None:
-        self.remote = None
-        if server_id != self.server_id:
-            self.server_id = server_id
-            self._follower = None
-            self._diagnosis = None
-            self._diagnosed = None
-            self.lines.clear()
-            self.match_at = -1
-            if self.is_mounted:
-                self.query_one("#log", LogView).clear()
-        self.refresh_data()
 
     def _server(self) -> ServerView | None:
         servers = self.backend.servers()
