@@ -32,6 +32,7 @@ from console.bench.tables import SUMMARY_HEADERS, summary_rows
 from console.core.errors import ConsoleError
 from console.core.units import format_duration, format_index_set
 from console.tui.backend import ActionRefused, Backend
+from console.tui.from_thread import call_live
 from console.tui.screens.cells import CellsChoice, CellsScreen, parse_positive_ints
 from console.tui.screens.find import FIND_BINDINGS, FindScreen
 from console.tui.screens.modals import ConfirmScreen
@@ -166,7 +167,7 @@ class BenchScreen(FindScreen):
     @work(thread=True, exclusive=True, group="bench-runs")
     def _load_runs(self) -> None:
         rows = list(reversed(self.backend.runs()))[:RECENT_RUNS]
-        self.app.call_from_thread(self._show_runs, rows)
+        call_live(self, self._show_runs, rows)
 
     def _show_runs(self, rows: list[RunRow], force: bool = False) -> None:
         table = self.query_one("#recent", DataTable)
@@ -232,13 +233,13 @@ class BenchScreen(FindScreen):
         try:
             summary = self.backend.run_summary(run_id)
         except ConsoleError as exc:  # one damaged run: said here, the screen goes on
-            self.app.call_from_thread(self._show_levels, Text(exc.message, style="red"))
+            call_live(self, self._show_levels, Text(exc.message, style="red"))
             return
         if summary is None:
             why = row.error if row is not None and row.error else "no summary to show"
-            self.app.call_from_thread(self._show_levels, Text(f"{run_id}: {why}", style="red"))
+            call_live(self, self._show_levels, Text(f"{run_id}: {why}", style="red"))
             return
-        self.app.call_from_thread(self._show_levels, self._levels_view(summary, row))
+        call_live(self, self._show_levels, self._levels_view(summary, row))
 
     def _levels_view(self, summary: RunSummary, row: RunRow | None) -> Group:
         head = Text.assemble((summary.run_id, "bold"), f"  {summary.name or ''}  ")
@@ -460,18 +461,18 @@ class BenchScreen(FindScreen):
     @work(thread=True, group="bench-stop")
     def _stop_run(self, run_id: str) -> None:
         def progress(line: str) -> None:
-            self.app.call_from_thread(self.notify, line, timeout=3)
+            call_live(self, self.notify, line, timeout=3)
 
         try:
             message = self.backend.stop_run(run_id, progress)
         except ActionRefused as exc:
-            self.app.call_from_thread(self.notify, exc.message, severity="error")
+            call_live(self, self.notify, exc.message, severity="error")
             return
         except Exception as exc:  # the worker must report, not die silently
-            self.app.call_from_thread(self.notify, f"{type(exc).__name__}: {exc}", severity="error")
+            call_live(self, self.notify, f"{type(exc).__name__}: {exc}", severity="error")
             return
-        self.app.call_from_thread(self.notify, message, timeout=10)
-        self.app.call_from_thread(self._relist)
+        call_live(self, self.notify, message, timeout=10)
+        call_live(self, self._relist)
 
     def _relist(self) -> None:
         """Read the runs list again on the next refresh (on the event loop: the screen's
@@ -504,11 +505,11 @@ class BenchScreen(FindScreen):
         try:
             title, detail = ask()
         except (ActionRefused, ConsoleError) as exc:
-            self.app.call_from_thread(self._done_asking)
-            self.app.call_from_thread(self.notify, exc.message, severity="error")
+            call_live(self, self._done_asking)
+            call_live(self, self.notify, exc.message, severity="error")
             return
         except Exception:  # the guard must not stay up, or no action could ask again
-            self.app.call_from_thread(self._done_asking)
+            call_live(self, self._done_asking)
             raise
 
         def answered(yes: bool | None) -> None:
@@ -516,21 +517,21 @@ class BenchScreen(FindScreen):
             if yes:
                 self._start(action, what)
 
-        self.app.call_from_thread(self.app.push_screen, ConfirmScreen(title, detail), answered)
+        call_live(self, self.app.push_screen, ConfirmScreen(title, detail), answered)
 
     @work(thread=True, group="bench-start")
     def _start(self, action: Callable[[], str], what: str) -> None:
-        self.app.call_from_thread(self.notify, f"starting {what}…", timeout=2)
+        call_live(self, self.notify, f"starting {what}…", timeout=2)
         try:
             run_id = action()
         except (ActionRefused, ConsoleError) as exc:
-            self.app.call_from_thread(self.notify, exc.message, severity="error")
+            call_live(self, self.notify, exc.message, severity="error")
             return
         except Exception as exc:
-            self.app.call_from_thread(self.notify, f"{type(exc).__name__}: {exc}", severity="error")
+            call_live(self, self.notify, f"{type(exc).__name__}: {exc}", severity="error")
             return
-        self.app.call_from_thread(self.notify, f"{what}: run {run_id} (detached)")
-        self.app.call_from_thread(self._follow_run, run_id)
+        call_live(self, self.notify, f"{what}: run {run_id} (detached)")
+        call_live(self, self._follow_run, run_id)
 
 
 def _eta(level: LevelProgress | None) -> str:

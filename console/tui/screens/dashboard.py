@@ -23,6 +23,7 @@ from console.telemetry.store import TimeSeriesStore
 from console.topology.model import Topology
 from console.tui.backend import Backend
 from console.tui.fold import fold_after_s, folded_note, split_folded, wall_clock
+from console.tui.from_thread import call_live
 from console.tui.host_choice import (
     RemoteHost,
     host_choice_of,
@@ -235,7 +236,7 @@ class DashboardScreen(FindScreen):
             for row in self.backend.runs()
             if row.status == "running" and row.progress is not None and row.progress.server
         }
-        self.app.call_from_thread(self._set_bench_progress, found)
+        call_live(self, self._set_bench_progress, found)
 
     def _set_bench_progress(self, found: dict[str, Progress]) -> None:
         if found != self._bench_progress:

@@ -25,6 +25,7 @@ from textual.worker import get_current_worker
 
 from console.topology.placement import Plan
 from console.tui.backend import ActionRefused, Backend
+from console.tui.from_thread import call_live
 
 PREFERRED_PROFILE = "qwen3.6-27b"
 
@@ -170,14 +171,14 @@ class LaunchScreen(ModalScreen[LaunchChoice | None]):
         try:
             plan = self.backend.plan(profile, layout, variant, replacing=self.replacing)
         except ActionRefused as exc:
-            self.app.call_from_thread(self._show_error, exc.message)
+            call_live(self, self._show_error, exc.message)
             return
         if get_current_worker().is_cancelled:
             return
-        self.app.call_from_thread(self._show_plan, plan, None)
+        call_live(self, self._show_plan, plan, None)
         check = self.backend.flag_check(plan)
         if not get_current_worker().is_cancelled:
-            self.app.call_from_thread(self._show_plan, plan, check)
+            call_live(self, self._show_plan, plan, check)
 
     def _show_plan(self, plan: Plan, check: str | None) -> None:
         self.plan = plan

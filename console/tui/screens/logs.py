@@ -23,6 +23,7 @@ from console.server.classify import is_error_line
 from console.server.diagnose import Diagnosis, diagnose_file
 from console.server.milestones import LogFollower, tail_lines
 from console.tui.backend import Backend
+from console.tui.from_thread import call_live
 from console.tui.screens.base import ConsoleScreen
 from console.tui.screens.find import typing
 from console.tui.views import ServerView
@@ -208,7 +209,7 @@ class LogsScreen(ConsoleScreen):
         except ConsoleError:
             diagnosis = None
         self._diagnosed = key
-        self.app.call_from_thread(self._diagnosis_ready, diagnosis)
+        call_live(self, self._diagnosis_ready, diagnosis)
 
     def _diagnosis_ready(self, diagnosis: Diagnosis | None) -> None:
         self._diagnosis = diagnosis
@@ -230,11 +231,11 @@ class LogsScreen(ConsoleScreen):
                 follower = LogFollower(path)
                 follower.offset = os.path.getsize(path) if os.path.exists(path) else 0
                 self._follower = follower
-                self.app.call_from_thread(self._append, first)
+                call_live(self, self._append, first)
             else:
                 new = [redact_text(line, secrets) for line in self._follower.read_new_lines()]
                 if new:
-                    self.app.call_from_thread(self._append, new)
+                    call_live(self, self._append, new)
         finally:
             self._reading = False
 

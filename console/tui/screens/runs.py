@@ -51,6 +51,7 @@ from console.fleet.remote_runs import (
     row_stamp,
 )
 from console.tui.backend import Backend
+from console.tui.from_thread import call_live
 from console.tui.screens.find import FIND_BINDINGS, FindScreen
 from console.tui.widgets.accept_hist import acceptance_view
 from console.tui.widgets.filled_table import fill_table
@@ -340,7 +341,7 @@ class RunsScreen(FindScreen):
     @work(thread=True, exclusive=True, group="runs-list")
     def _load_list(self, selected: str | None) -> None:
         rows = list(reversed(self.backend.runs()))
-        self.app.call_from_thread(self._show_list, rows, selected, self._stamp(selected))
+        call_live(self, self._show_list, rows, selected, self._stamp(selected))
 
     def _fill(self) -> None:
         """The list under the filter and sort; run ids too long for the room left are cut
@@ -508,14 +509,15 @@ class RunsScreen(FindScreen):
             summary = self.backend.run_summary(run_id)
         except ConsoleError as exc:  # one damaged run: said in its detail, the screen goes on
             message = exc.message
-            self.app.call_from_thread(self._show_local, run_id, lambda: self._show_text(message))
+            call_live(self, self._show_local, run_id, lambda: self._show_text(message))
             return
         if summary is None:
             text = self._no_summary(run_id)
-            self.app.call_from_thread(self._show_local, run_id, lambda: self._show_text(text))
+            call_live(self, self._show_local, run_id, lambda: self._show_text(text))
             return
         plots = run_plots(summary, self._run_gpus(run_id, summary))
-        self.app.call_from_thread(
+        call_live(
+            self,
             self._show_local,
             run_id,
             lambda: self._show_summary(run_id, summary, stamp, plots),
@@ -691,15 +693,15 @@ class RunsScreen(FindScreen):
             try:
                 summary = self.backend.run_summary(run_id)
             except ConsoleError as exc:
-                self.app.call_from_thread(self._show_text, f"cannot compare: {exc.message}")
+                call_live(self, self._show_text, f"cannot compare: {exc.message}")
                 return
             if summary is None:
-                self.app.call_from_thread(self._show_text, f"cannot compare: {run_id}: no summary")
+                call_live(self, self._show_text, f"cannot compare: {run_id}: no summary")
                 return
             summaries.append(summary)
         errors = [self._run_errors(s) for s in summaries]
         result = compare_runs(*summaries, errors=errors)
-        self.app.call_from_thread(self._show_compare, result)
+        call_live(self, self._show_compare, result)
 
     def _run_errors(self, summary: RunSummary) -> RunErrors:
         """The run's per-level standard errors from its requests on this disk, if any."""

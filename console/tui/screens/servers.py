@@ -28,6 +28,7 @@ from console.fleet import remote_ops
 from console.fleet.remote_ops import RemoteOutcome, by_hand
 from console.tui.backend import ActionRefused, Backend
 from console.tui.fold import age_text, fold_after_s, folded_note, split_folded, wall_clock
+from console.tui.from_thread import call_live
 from console.tui.read_only import refusal
 from console.tui.remote_rows import (
     HOST_KEY,
@@ -671,25 +672,25 @@ class ServersScreen(FindScreen):
     # -- workers -------------------------------------------------------------------------
 
     def _progress(self, line: str) -> None:
-        self.app.call_from_thread(self._say, line)
+        call_live(self, self._say, line)
 
     def _report(self, title: str, action: object) -> None:
         try:
             result = action() if callable(action) else None
         except ActionRefused as exc:
-            self.app.call_from_thread(self._say, f"{title}: {exc.message}")
-            self.app.call_from_thread(self.notify, exc.message, severity="error")
+            call_live(self, self._say, f"{title}: {exc.message}")
+            call_live(self, self.notify, exc.message, severity="error")
             return
         except Exception as exc:  # the worker must report, not die silently
-            self.app.call_from_thread(self._say, f"{title}: {type(exc).__name__}: {exc}")
-            self.app.call_from_thread(self.notify, str(exc), severity="error")
+            call_live(self, self._say, f"{title}: {type(exc).__name__}: {exc}")
+            call_live(self, self.notify, str(exc), severity="error")
             return
         if isinstance(result, ServerView):
             severity = "information" if result.state == "ready" else "error"
             text = f"{result.id} {result.state}" + (f": {result.reason}" if result.reason else "")
-            self.app.call_from_thread(self.notify, text, severity=severity)
+            call_live(self, self.notify, text, severity=severity)
         elif isinstance(result, str):
-            self.app.call_from_thread(self.notify, result)
+            call_live(self, self.notify, result)
 
     @work(thread=True, group="lifecycle")
     def _launch(self, choice: LaunchChoice) -> None:
