@@ -27,8 +27,9 @@ from textual.screen import Screen
 from console.tui.backend import Backend
 from console.tui.host_choice import HOST_MODES, HostChoice, HostPicker
 from console.tui.read_only import CHANGING_ACTIONS, live_read_only, refusal
+from console.tui.remote_calls import remote_calls
 from console.tui.screens.base import ConsoleScreen
-from console.tui.screens.modals import HelpScreen
+from console.tui.screens.modals import ConfirmScreen, HelpScreen
 
 MODE_KEYS = (
     ("d", "dashboard", "Dashboard", "servers, live charts, GPUs by NUMA node, sources"),
@@ -429,6 +430,29 @@ class ConsoleApp(App[None]):
         return not self.backend.read_only or live_read_only(self.backend)
 
     def action_quit_console(self) -> None:
+        running = remote_calls(self).described()
+        if not running:
+            self._quit()
+            return
+        if isinstance(self.screen, ConfirmScreen):
+            return  # the question is already asked
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._quit()
+
+        calls = "; ".join(running)
+        self.push_screen(
+            ConfirmScreen(
+                "Quit while a call to another host is running?",
+                f"Still running: {calls}. It runs over this console's SSH connection: "
+                "quitting closes it and ends the call there midway (a restart may leave "
+                "its server stopped). Its answer comes in the Servers activity pane.",
+            ),
+            answered,
+        )
+
+    def _quit(self) -> None:
         said = self.leaving_message()
         self.exit(message=None if said is None else Text(said))
 

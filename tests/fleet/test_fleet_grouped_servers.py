@@ -19,6 +19,7 @@ from textual.widgets import DataTable, RichLog
 from console.cli.services import Services
 from console.fleet.hosts import hosts_path
 from console.tui.app import ConsoleApp
+from console.tui.remote_calls import remote_calls
 from console.tui.screens.modals import ConfirmScreen
 from console.tui.screens.servers import ServersScreen
 from tests.conftest import CliResult
@@ -122,9 +123,12 @@ async def test_servers_grouped_by_host_stop_only_the_remote_one(
             assert isinstance(confirm, ConfirmScreen)
             assert confirm.title_text == f"Stop {SERVER} on alpha?"
             await pilot.press("y")
+            # Until it answers, quitting asks first (it would end the stop there midway).
+            assert remote_calls(app).described() == [f"stop {SERVER} on alpha"]
             await until(
                 pilot, lambda: "stopped (SIGTERM" in _activity(app), 60, "the stop's answer"
             )
+            await until(pilot, lambda: not remote_calls(app).described(), 10, "the call ended")
             # Gone from alpha's reading (or listed as stopped), and so on alpha itself.
             await until(
                 pilot,

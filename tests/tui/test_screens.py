@@ -11,9 +11,10 @@ from textual.widgets import DataTable, Static
 
 from console.bench.listing import RunRow
 from console.tui.app import MODE_SCREENS, ConsoleApp
+from console.tui.remote_calls import remote_calls
 from console.tui.screens.bench import BenchScreen
 from console.tui.screens.launch import LaunchScreen
-from console.tui.screens.modals import HelpScreen
+from console.tui.screens.modals import ConfirmScreen, HelpScreen
 from console.tui.widgets.chart import TimeChart
 from console.tui.widgets.keybar import KeyBar
 from console.tui.widgets.pane import Pane
@@ -314,3 +315,20 @@ async def test_bench_runs_list_fits_its_half_at_80_columns(scene_backend, monkey
         assert len(wider) > len(shown)
         assert "…" in wider
         assert table.virtual_size.width <= table.size.width
+
+
+async def test_quitting_while_a_call_to_another_host_runs_asks_and_y_quits(scene_backend):
+    app = ConsoleApp(scene_backend)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        remote_calls(app).start("alpha", "qwen-tp1", "restart")
+        await pilot.press("q")
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        assert "restart qwen-tp1 on alpha" in app.screen.detail
+        await pilot.press("q")  # asked already: a second q does not stack a second question
+        await settle(pilot)
+        assert len(app.screen_stack) == 2
+        await pilot.press("y")
+        await settle(pilot)
+        assert not app.is_running

@@ -16,6 +16,7 @@ from console.core.net import free_port
 from console.fleet.fleet import Fleet
 from console.fleet.hosts import LOCAL_HOST, Host
 from console.tui.app import ConsoleApp
+from console.tui.remote_calls import remote_calls
 from console.tui.screens.launch import LaunchScreen
 from console.tui.screens.logs import LogsScreen
 from console.tui.screens.modals import ConfirmScreen
@@ -150,13 +151,24 @@ async def test_remote_rows_ended_folded_logs_elsewhere_tail_replaced_cursor_kept
             assert text.index("stop something") < text.index("alpha x: last 1 lines at 05:00:09")
 
             # A restart of it still running there: neither x nor R starts another call.
-            screen._in_flight[("alpha", READY["id"])] = "restart"
+            calls = remote_calls(app)
+            calls.start("alpha", READY["id"], "restart")
             for key in ("x", "R"):
                 await pilot.press(key)
                 await pilot.pause()
                 assert not isinstance(app.screen, ConfirmScreen), key
             assert notes[-1].startswith(f"restart {READY['id']} on alpha is still running")
-            del screen._in_flight[("alpha", READY["id"])]
+            # Quitting would end that restart midway there: q asks first, n stays.
+            await pilot.press("q")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="a question")
+            asked = app.screen
+            assert isinstance(asked, ConfirmScreen)
+            assert f"restart {READY['id']} on alpha" in asked.detail
+            assert "midway" in asked.detail
+            await pilot.press("n")
+            await until(pilot, lambda: app.screen is screen, what="the Servers screen again")
+            assert app.is_running
+            calls.end("alpha", READY["id"])
             # alpha stale: its server reads as last known, and x, R, enter say why not.
             fleet._set(fleet._hosts["alpha"], "stale", "connection lost")
             screen.refresh_data()

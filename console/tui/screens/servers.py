@@ -30,6 +30,7 @@ from console.tui.backend import ActionRefused, Backend
 from console.tui.fold import age_text, fold_after_s, folded_note, split_folded, wall_clock
 from console.tui.from_thread import call_live
 from console.tui.read_only import refusal
+from console.tui.remote_calls import remote_calls
 from console.tui.remote_rows import (
     HOST_KEY,
     RemoteHost,
@@ -166,9 +167,6 @@ class ServersScreen(FindScreen):
         """The activity pane's lines but the remote log tail, which is kept apart so the
         next tail replaces it."""
         self._tail: list[str | Text] = []
-        self._in_flight: dict[tuple[str, str], str] = {}
-        """(host, server id) -> the verb a remote call is running on it: a second action on
-        the same server is refused until the first answers."""
 
     def compose_body(self) -> ComposeResult:
         yield DataTable(id="list", cursor_type="row", zebra_stripes=True)
@@ -456,7 +454,7 @@ class ServersScreen(FindScreen):
             return None
         if self._not_an_id(host, server):
             return None
-        running = self._in_flight.get((host.name, server.id))
+        running = remote_calls(self.app).verb(host.name, server.id)
         if running is not None:
             self.notify(
                 f"{running} {server.id} on {host.name} is still running: its answer comes "
@@ -564,7 +562,9 @@ class ServersScreen(FindScreen):
 
         def confirmed(yes: bool | None) -> None:
             if yes:
-                self._in_flight[(host.name, server.id)] = "stop" if server.live else "forget"
+                remote_calls(self.app).start(
+                    host.name, server.id, "stop" if server.live else "forget"
+                )
                 self._remote_stop(host.name, server.id)
 
         gpus = format_index_set(list(server.gpus)) or "-"
@@ -592,7 +592,7 @@ class ServersScreen(FindScreen):
 
         def confirmed(yes: bool | None) -> None:
             if yes:
-                self._in_flight[(host.name, server.id)] = "restart"
+                remote_calls(self.app).start(host.name, server.id, "restart")
                 self._remote_restart(host.name, server.id)
 
         self.app.push_screen(
@@ -745,7 +745,7 @@ class ServersScreen(FindScreen):
             if runner is not None:
                 self._tell(title, await remote_ops.stop(runner, host, server_id))
         finally:
-            self._in_flight.pop((host, server_id), None)
+            remote_calls(self.app).end(host, server_id)
 
     @work(group="remote", exit_on_error=False)
     async def _remote_restart(self, host: str, server_id: str) -> None:
@@ -757,7 +757,7 @@ class ServersScreen(FindScreen):
             if runner is not None:
                 self._tell(title, await remote_ops.restart(runner, host, server_id))
         finally:
-            self._in_flight.pop((host, server_id), None)
+            remote_calls(self.app).end(host, server_id)
 
     @work(group="remote", exit_on_error=False)
     async def _remote_logs(self, host: str, server_id: str) -> None:
