@@ -19,6 +19,7 @@ from console.bench.listing import Progress
 from console.bench.rundir import RunDir
 from console.bench.runmeta import RunMeta
 from console.core.errors import ConsoleError, UsageError
+from console.core.via_host import ddconsole_command
 
 __all__ = [
     "RunDidNotStop",
@@ -129,7 +130,7 @@ def _not_running(run: RunDir, meta: RunMeta) -> RunNotRunning:
         status = "interrupted" if status == "running" else "not started"
     return RunNotRunning(
         f"run {run.run_id} is not running ({status}): nothing to stop",
-        hint=f"`ddconsole runs show {run.run_id}` shows what it did",
+        hint=f"`{ddconsole_command()} runs show {run.run_id}` shows what it did",
     )
 
 
@@ -194,7 +195,7 @@ def stop(run_dir: Path, *, timeout_s: float = 30.0) -> StoppedRun:
             raise RunDidNotStop(
                 f"run {run.run_id} (pid {pid}) was asked to stop but is still running "
                 f"after {timeout_s:g} s (it may be stopping its server)",
-                hint=f"`ddconsole runs show {run.run_id}` shows when it has ended",
+                hint=f"`{ddconsole_command()} runs show {run.run_id}` shows when it has ended",
             )
         time.sleep(POLL_S)
     status = meta.status if meta.status != "running" else "interrupted"
@@ -224,4 +225,4 @@ def _resume_command(meta: RunMeta) -> str | None:
         stored = meta.request.get("source")
         source = stored if isinstance(stored, str) else source
     demo = " --demo" if meta.is_demo else ""
-    return f"ddconsole campaign {source or 'FILE'} --resume {meta.run_id}{demo}"
+    return f"{ddconsole_command()} campaign {source or 'FILE'} --resume {meta.run_id}{demo}"

@@ -69,13 +69,16 @@ def _campaign(args: argparse.Namespace) -> int:
     if args.detach:
         return rc.report_detached(args, detach(run))
     rc.say(args, f"campaign {request.spec.name}: run {run.run_id} -> {run.path}")
+    from console.core.via_host import ddconsole_command
+
     demo = " --demo" if services.demo else ""
+    dd = ddconsole_command()
     return runner.run_in_process(
         args,
         services,
         run,
         request,
-        resume_hint=f"`ddconsole campaign {args.file} --resume {run.run_id}{demo}` continues",
+        resume_hint=f"`{dd} campaign {args.file} --resume {run.run_id}{demo}` continues",
     )
 
 

@@ -339,11 +339,14 @@ def _snapshot(args: argparse.Namespace) -> int:
         _gather_recording(args) if args.from_recording else _gather_live(args, damaged)
     )
     if is_empty(document) and not document["demo"] and not damaged:
+        from console.core.via_host import ddconsole_command
+
+        dd = ddconsole_command()
         raise ConsoleError(
             "nothing to snapshot: no GPUs ("
             + (document["topology"].get("gpu_status") or "none found")
             + "), no managed servers and no runs",
-            hint="launch a server (`ddconsole up`), or try `ddconsole snapshot --demo`",
+            hint=f"launch a server (`{dd} up`), or try `{dd} snapshot --demo`",
         )
     out = Path(args.out)
     try:
@@ -405,10 +408,16 @@ def _snapshot(args: argparse.Namespace) -> int:
 
 def _damaged_runs_line(damaged: list[tuple[str, str]], in_markdown: bool) -> str:
     """One warning line for the runs that could not be read: the first with its reason."""
+    from console.core.via_host import ddconsole_command
+
     run_id, reason = damaged[0]
     more = f", and {len(damaged) - 1} more" if len(damaged) > 1 else ""
     count = f"{len(damaged)} run{'s' if len(damaged) > 1 else ''}"
-    where = "listed in snapshot.md" if in_markdown else "`ddconsole runs show RUN` says why"
+    where = (
+        "listed in snapshot.md"
+        if in_markdown
+        else f"`{ddconsole_command()} runs show RUN` says why"
+    )
     return (
         f"ddconsole: warning: {count} could not be read ({run_id}: "
         f"{' '.join(reason.split())}{more}); {where}"
@@ -477,9 +486,12 @@ def _replay(args: argparse.Namespace) -> int:
     if args.speed <= 0:
         raise UsageError(f"--speed {args.speed:g}: give a positive factor (1 = real time)")
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        from console.core.via_host import ddconsole_command
+
         raise UsageError(
             "replay opens the console and needs a terminal; for a headless view of one "
-            "instant use `ddconsole snapshot --from-recording FILE --at S --out DIR`"
+            f"instant use `{ddconsole_command()} snapshot --from-recording FILE --at S "
+            "--out DIR`"
         )
     from console.cli.services import Services
     from console.tui.app import ConsoleApp

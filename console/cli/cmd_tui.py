@@ -12,8 +12,11 @@ from console.core.settings import load_settings
 def run_tui(args: argparse.Namespace) -> int:
     prometheus = prometheus_url(args)
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        from console.core.via_host import ddconsole_command
+
         raise UsageError(
-            "the console needs a terminal; without one use a headless verb (see `ddconsole --help`)"
+            "the console needs a terminal; without one use a headless verb (see "
+            f"`{ddconsole_command()} --help`)"
         )
     from console.cli.services import Services
     from console.tui.app import ConsoleApp

@@ -28,10 +28,12 @@ def refuse_if_read_only(args: argparse.Namespace, handler: Callable[..., object]
     verb = CHANGING_VERBS.get((handler.__module__, handler.__name__))
     if verb is None:
         return
+    from console.core.via_host import ddconsole_command
+
+    dd = ddconsole_command()
     if getattr(args, "read_only", False):
         raise UsageError(
-            f"read-only (--read-only): `ddconsole {verb}` starts, stops or changes work and "
-            "is refused",
+            f"read-only (--read-only): `{dd} {verb}` starts, stops or changes work and is refused",
             hint="run it without --read-only",
         )
     try:
@@ -40,7 +42,7 @@ def refuse_if_read_only(args: argparse.Namespace, handler: Callable[..., object]
         return  # the verb itself says what is wrong with the file where it reads it
     if settings.read_only:
         raise UsageError(
-            f"read-only (read_only = true in {settings.path}): `ddconsole {verb}` starts, "
+            f"read-only (read_only = true in {settings.path}): `{dd} {verb}` starts, "
             "stops or changes work and is refused",
             hint=f"set read_only = false in {settings.path} to act from this account",
         )

@@ -200,11 +200,12 @@ def run_in_process(
 
 def resume_hint(services: Services, run: RunDir, request: RunRequest) -> str:
     from console.bench.request import CampaignRequest
+    from console.core.via_host import ddconsole_command
 
     if isinstance(request, CampaignRequest):
         demo = " --demo" if services.demo else ""
         source = request.source or "FILE"
-        return f"`ddconsole campaign {source} --resume {run.run_id}{demo}` continues"
+        return f"`{ddconsole_command()} campaign {source} --resume {run.run_id}{demo}` continues"
     return f"results so far are in {run.path}"
 
 

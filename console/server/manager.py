@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 from console.core.errors import ConsoleError, StateError, UsageError
 from console.core.net import free_port, port_is_free
 from console.core.paths import StatePaths
+from console.core.via_host import ddconsole_command
 from console.hw.backend import GpuBackend, GpuDeviceError, GpuUnavailable
 from console.hw.discover import Membership, member_processes
 from console.hw.procs import (
@@ -375,10 +376,11 @@ class ServerManager:
         """Start the head, then each node; a node that cannot start stops those started."""
         remote = [n for n in plan.nodes if n != LOCAL_NODE]
         if remote:
+            dd = ddconsole_command()
             raise UsageError(
                 f"layout {plan.layout!r}: node {remote[0]!r} is not this host; nodes on other "
-                "hosts are started by `ddconsole up` (each on its host over SSH)",
-                hint=f"`ddconsole up {plan.profile} --layout {plan.layout}` starts the gang again "
+                f"hosts are started by `{dd} up` (each on its host over SSH)",
+                hint=f"`{dd} up {plan.profile} --layout {plan.layout}` starts the gang again "
                 "(`restart` and `switch` run only `local` nodes)",
             )
         if not self.demo:

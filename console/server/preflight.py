@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from console.core.net import port_is_free
 from console.core.units import format_bytes
+from console.core.via_host import ddconsole_command
 from console.hw.backend import GpuBackend, GpuDeviceError, GpuUnavailable
 from console.hw.procs import cmdline, port_owner
 from console.profiles.flagcheck import FlagCheckUnavailable, resolve_interpreter
@@ -85,7 +86,8 @@ def preflight(
                     # (sglang 0.5.23 srt/managers/scheduler.py:6362).
                     result.refusals.append(
                         f"GPU {gpu} is held by pid {proc.pid} ({command}), {memory}, left "
-                        f"running by managed server {holder}: `ddconsole down {holder}` ends it"
+                        f"running by managed server {holder}: `{ddconsole_command()} down "
+                        f"{holder}` ends it"
                     )
                     continue
                 result.refusals.append(

@@ -15,6 +15,7 @@ from typing import Any
 from console.core.errors import StateError
 from console.core.jsonio import atomic_write_json, load_json_text
 from console.core.paths import StatePaths
+from console.core.via_host import ddconsole_command
 from console.topology.placement import Plan
 
 SCHEMA_VERSION = 1
@@ -156,7 +157,7 @@ class Records:
         except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
             raise StateError(
                 f"{path}: unreadable state file ({type(exc).__name__}: {exc})",
-                hint=f"`ddconsole down {server_id}` removes it",
+                hint=f"`{ddconsole_command()} down {server_id}` removes it",
             ) from None
 
     def _read(self, path: Path) -> dict[str, Any] | None:

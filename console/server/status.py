@@ -9,6 +9,7 @@ from enum import StrEnum
 from typing import Any
 
 from console.core.redact import redact_text
+from console.core.via_host import ddconsole_command
 from console.hw.procs import is_running
 from console.server.classify import Failure
 from console.server.diagnose import log_failure
@@ -196,7 +197,9 @@ def derive(record: ServerRecord, records: Records, probe: Probe) -> ServerStatus
     if spawn is None:
         damaged = records.spawn_problem(record.id)
         if damaged is not None:
-            failure = Failure("unknown", f"{damaged}; `ddconsole down {record.id}` stops it")
+            failure = Failure(
+                "unknown", f"{damaged}; `{ddconsole_command()} down {record.id}` stops it"
+            )
             return ServerStatus(
                 record, ServerState.FAILED, failure.reason, failure, None, None, None, Probe.SKIPPED
             )
