@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from console.cli.services import Services
+    from console.fleet.gang_up import GangStarted
     from console.server.external import ExternalServer
     from console.server.manager import ServerManager
     from console.server.status import ServerStatus
@@ -102,10 +103,23 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         help="internal (the console host's `down` of a multi-node server): stop only this "
         "host's node, never the gang it belongs to",
     )
+    down.add_argument(
+        "--stop-reason",
+        metavar="TEXT",
+        help="internal (with --gang-node): record TEXT as why the node was stopped "
+        "(`restart` of a multi-node server)",
+    )
     down.set_defaults(handler=_down)
 
-    restart = verbs.add_parser("restart", parents=[common], help="stop and relaunch a server")
-    restart.add_argument("id", metavar="ID", help="a server id or a unique prefix")
+    restart = verbs.add_parser(
+        "restart",
+        parents=[common],
+        help="stop and relaunch a server (a multi-node server on other hosts: every node, "
+        "under the same ids)",
+    )
+    restart.add_argument(
+        "id", metavar="ID", help="a server id or a unique prefix (or a multi-node server's)"
+    )
     restart.add_argument("--grace", type=float, default=30.0, metavar="S", help=GRACE_HELP)
     restart.add_argument("--timeout", type=float, metavar="S", help="give up waiting after S s")
     restart.add_argument("--json", action="store_true", help="the server's status as JSON")
@@ -286,7 +300,16 @@ def _up_across_hosts(args: argparse.Namespace, services: Services, plan: Any) ->
         timeout_s=args.timeout,
         wait=not args.no_wait,
     )
-    code, head = gang_up.up(request, services.state, lambda text: _say(args, text), where)
+    started = gang_up.up(request, services.state, lambda text: _say(args, text), where)
+    return _gang_outcome(args, started, waited=not args.no_wait)
+
+
+def _gang_outcome(args: argparse.Namespace, started: GangStarted, *, waited: bool) -> int:
+    """Print where a gang started on other hosts ended up (its head's status, with
+    `--json` as JSON, as `up` prints it); its exit status."""
+    from console.core.via_host import ddconsole_command
+
+    head = started.head
     if args.json:
         print_json(head)
     state = head.get("state")
@@ -294,9 +317,13 @@ def _up_across_hosts(args: argparse.Namespace, services: Services, plan: Any) ->
         _say(args, f"ready: {head.get('url')} (on {head.get('host')})")
     elif state in ("failed", "stopped"):
         _say(args, f"FAILED: {head.get('reason')}")
-    elif not args.no_wait:
-        _say(args, f"not ready yet (state {state}); `ddconsole down {head.get('id')}` stops it")
-    return code
+    elif waited:
+        _say(
+            args,
+            f"not ready yet (state {state}); `{ddconsole_command()} down {head.get('id')}` "
+            "stops it",
+        )
+    return started.code
 
 
 def _up_node(args: argparse.Namespace) -> int:
@@ -506,6 +533,7 @@ def _print_gangs(services: Services) -> None:
     """The multi-node servers this host started on other hosts (their nodes' records are
     on those hosts): one row each, from its file here."""
     from console.core.errors import StateError
+    from console.core.via_host import ddconsole_command
     from console.fleet import gang_file
 
     rows = []
@@ -525,7 +553,11 @@ def _print_gangs(services: Services) -> None:
         rows.append([gang.id, gang.profile, gang.layout, nodes, state, reason or ""])
     if rows:
         print()
-        print("multi-node servers on other hosts (`ddconsole --host HOST ps` shows each node):")
+        dd = ddconsole_command()
+        print(
+            "multi-node servers on other hosts (`ddconsole --host HOST ps` shows each node; "
+            f"`{dd} restart ID` and `{dd} down ID` act on every node):"
+        )
         print(table(["ID", "PROFILE", "LAYOUT", "NODES", "STATE", "REASON"], rows))
 
 
@@ -703,7 +735,8 @@ def _down(args: argparse.Namespace) -> int:
             )
             results.append({"id": server_id, "result": "forgotten", "state": status.state.value})
             continue
-        report = manager.stop(server_id, grace=args.grace, on_event=progress)
+        reason = (args.gang_node and args.stop_reason) or "stopped by the user"
+        report = manager.stop(server_id, grace=args.grace, reason=reason, on_event=progress)
         _say(args, report.summary())
         if report.port_free is False or report.notes:
             code = 1
@@ -796,6 +829,9 @@ def _restart(args: argparse.Namespace) -> int:
     from console.server import actions
 
     services = _services(args)
+    gang = _gang_named(args, services, args.id)
+    if gang is not None:
+        return _restart_gang(args, gang)
     manager = services.manager()
     server_id = _resolve(args, manager, args.id)
     try:
@@ -810,6 +846,18 @@ def _restart(args: argparse.Namespace) -> int:
         _say(args, exc.message)
         return 1
     return _outcome(args, status)
+
+
+def _restart_gang(args: argparse.Namespace, path: Path) -> int:
+    """`restart ID` of a gang whose nodes run on other hosts (its file is here): every node
+    stopped, then started again under the same ids; the head's readiness as `up` waits."""
+    # Only now: SSH (asyncssh) costs a plain `restart` nothing.
+    from console.fleet import gang_up
+
+    started = gang_up.restart(
+        path, grace=args.grace, timeout_s=args.timeout, say=lambda text: _say(args, text)
+    )
+    return _gang_outcome(args, started, waited=True)
 
 
 def _switch(args: argparse.Namespace) -> int:

@@ -1,8 +1,9 @@
 """The console host's file of a gang whose nodes run on other hosts: `STATE/gangs/ID.json`.
 
 Each node is a managed server on its own host (its record there); this file is what the
-console host that ran `up` knows: which node runs where, the supervisor's pid, whether a
-stop was asked for and why the gang ended. `down ID` here reads it to stop every node.
+console host that ran `up` knows: which node runs where, the request that started it
+(variant, port, GPUs), the supervisor's pid, whether a stop was asked for and why the gang
+ended. `down ID` here reads it to stop every node, `restart ID` to stop and start them again.
 """
 
 from __future__ import annotations
@@ -43,6 +44,13 @@ class GangFile:
     failure: str | None = None
     """Why the gang ended without a stop request (`node 1 exited 137 (SIGKILL); ...`)."""
     notes: list[str] = field(default_factory=list)
+    variant: str | None = None
+    """The request's variant; None in a file written before the request was kept (`restart`
+    cannot start such a gang again)."""
+    port: int | None = None
+    """The head's `--port` as asked for (None: the profile's, or the next free one)."""
+    gpus: list[int] | None = None
+    """Every node's `--gpus` as asked for (None: the layout's)."""
 
     @property
     def hosts(self) -> list[str]:
@@ -69,6 +77,9 @@ class GangFile:
             ended_wall=data.get("ended_wall"),
             failure=data.get("failure"),
             notes=[str(n) for n in data.get("notes", [])],
+            variant=None if data.get("variant") is None else str(data["variant"]),
+            port=None if data.get("port") is None else int(data["port"]),
+            gpus=None if data.get("gpus") is None else [int(g) for g in data["gpus"]],
         )
 
 

@@ -7,6 +7,9 @@ first and picks its rendezvous port on its own host; the others join it there. A
 none stays: a node that cannot start stops those already started. Then a supervisor on this
 host (console.fleet.gang_watch) stops the gang with the reason when any node ends on its own.
 
+`restart ID` stops every node as `down` does, waits until all ended, and starts the gang
+again from the request its file keeps, under the same gang and node ids.
+
 The head's address is the one its host is reached at over SSH (the peer address of its
 link, hosts.toml's target resolved); for a head on this host, the address this host has on
 its link to another node's host.
@@ -15,6 +18,7 @@ its link to another node's host.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import subprocess
@@ -23,10 +27,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from console.core.errors import ConsoleError, UsageError
+from console.core.errors import ConsoleError, StateError, UsageError
 from console.core.paths import StatePaths
+from console.core.via_host import ddconsole_command
 from console.fleet.gang_file import (
     WATCH_MODULE,
     GangFile,
@@ -36,6 +41,7 @@ from console.fleet.gang_file import (
     gang_path,
     load,
     save,
+    watcher_alive,
 )
 from console.fleet.hosts import LOCAL, Host, find_host, load_hosts
 from console.fleet.link import HostLink, LinkDown, RemoteResult
@@ -46,6 +52,10 @@ PS_TIMEOUT_S = 60.0
 READY_POLL_S = 1.0
 STOP_GRACE_S = 5.0
 """A non-head node only logs SIGTERM; its head's stop ends it (console.server.gang)."""
+ENDED_TIMEOUT_S = 30.0
+"""How long `restart` waits, beyond the grace, for every stopped node to read as ended."""
+WATCHER_END_S = 10.0
+"""How long `restart` waits for the old supervisor to end (SIGKILL after half of it)."""
 TERMINAL = ("stopped", "failed")
 
 Say = Callable[[str], None]
@@ -63,6 +73,38 @@ class GangRequest:
     timeout_s: float | None
     wait: bool = True
     """Wait for the head's readiness (`up --no-wait`: return once every node runs)."""
+
+
+class GangStarted(NamedTuple):
+    """Where a gang's start ended up: the exit status (0: the head is ready, or runs when
+    not waited for) and the head's status as its host's `ps --json` gives it, plus `host`."""
+
+    code: int
+    head: dict[str, Any]
+
+
+def request_of(gang: GangFile, path: Path, timeout_s: float | None) -> GangRequest:
+    """The request that started `gang`, to start it again; a file written before the
+    request was kept is refused, naming the file and what to do instead."""
+    if gang.variant is None:
+        dd = ddconsole_command()
+        hosts = ",".join(node.host for node in gang.nodes)
+        raise StateError(
+            f"{path}: this multi-node server's file was written before it kept the request "
+            "(variant, port, GPUs) that `restart` needs to start it again",
+            hint=f"`{dd} down {gang.id}`, then `{dd} up {gang.profile} --layout {gang.layout} "
+            f"--nodes {hosts}` again",
+        )
+    return GangRequest(
+        profile=gang.profile,
+        layout=gang.layout,
+        variant=gang.variant,
+        nodes=tuple(node.host for node in sorted(gang.nodes, key=lambda n: n.rank)),
+        port=gang.port,
+        gpus=None if gang.gpus is None else tuple(gang.gpus),
+        demo=gang.demo,
+        timeout_s=timeout_s,
+    )
 
 
 class Links:
@@ -117,16 +159,13 @@ def gang_hosts(nodes: Sequence[str], where: str) -> list[Host]:
     return found
 
 
-def up(request: GangRequest, paths: StatePaths, say: Say, where: str) -> tuple[int, dict[str, Any]]:
-    """Start the gang, wait for its head; (exit status, the head's status as its host's
-    `ps --json` gives it, plus `host`)."""
+def up(request: GangRequest, paths: StatePaths, say: Say, where: str) -> GangStarted:
+    """Start the gang and wait for its head."""
     hosts = gang_hosts(request.nodes, where)
     return asyncio.run(_up(request, hosts, paths, say))
 
 
-async def _up(
-    request: GangRequest, hosts: list[Host], paths: StatePaths, say: Say
-) -> tuple[int, dict[str, Any]]:
+async def _up(request: GangRequest, hosts: list[Host], paths: StatePaths, say: Say) -> GangStarted:
     links = Links(hosts, request.demo)
     try:
         # Every host answers before anything starts; the id is free on all of them.
@@ -144,21 +183,32 @@ async def _up(
                 GangNode(r, h, i) for r, (h, i) in enumerate(zip(request.nodes, ids, strict=True))
             ],
             created_wall=time.time(),
+            variant=request.variant,
+            port=request.port,
+            gpus=None if request.gpus is None else list(request.gpus),
         )
         path = gang_path(paths, gang_id)
         save(path, gang)
-        head = await _start_all(links, request, gang, path, address, say)
-        gang.head_url = str(head.get("url", ""))
-        gang.watcher_pid = start_watcher(path)
-        save(path, gang)
-        say(f"  {gang_id}: supervisor pid {gang.watcher_pid} stops the gang if a node ends")
-        if head.get("state") in TERMINAL:
-            return 1, head
-        if not request.wait:
-            return 0, head
-        return await _wait_head(links, request, gang, say)
+        return await _start(links, request, gang, path, address, say)
     finally:
         await links.close()
+
+
+async def _start(
+    links: Links, request: GangRequest, gang: GangFile, path: Path, address: str, say: Say
+) -> GangStarted:
+    """Start every node of `gang` (saved at `path`) and its supervisor, then wait for the
+    head as the request says."""
+    head = await _start_all(links, request, gang, path, address, say)
+    gang.head_url = str(head.get("url", ""))
+    gang.watcher_pid = start_watcher(path)
+    save(path, gang)
+    say(f"  {gang.id}: supervisor pid {gang.watcher_pid} stops the gang if a node ends")
+    if head.get("state") in TERMINAL:
+        return GangStarted(1, head)
+    if not request.wait:
+        return GangStarted(0, head)
+    return await _wait_head(links, request, gang, say)
 
 
 def _new_id(request: GangRequest, taken: set[str]) -> str:
@@ -261,9 +311,7 @@ async def _stop_nodes(links: Links, nodes: Sequence[GangNode], reason: str) -> N
     await asyncio.gather(*(one(node) for node in nodes))
 
 
-async def _wait_head(
-    links: Links, request: GangRequest, gang: GangFile, say: Say
-) -> tuple[int, dict[str, Any]]:
+async def _wait_head(links: Links, request: GangRequest, gang: GangFile, say: Say) -> GangStarted:
     """Poll the head's host until the head is ready or ended, or the timeout passes."""
     head = gang.nodes[0]
     start = time.monotonic()
@@ -281,9 +329,9 @@ async def _wait_head(
                 last_phase = status["phase"]
                 say(f"  {time.monotonic() - start:6.1f}s  {last_phase}")
             if status.get("state") == "ready" or status.get("state") in TERMINAL:
-                return (0 if status["state"] == "ready" else 1), status
+                return GangStarted(0 if status["state"] == "ready" else 1, status)
         if request.timeout_s is not None and time.monotonic() - start > request.timeout_s:
-            return 1, status
+            return GangStarted(1, status)
         await asyncio.sleep(READY_POLL_S)
 
 
@@ -319,34 +367,19 @@ async def _down(
     gang: GangFile, path: Path, hosts: list[Host], *, grace: float, forget: bool, say: Say
 ) -> dict[str, Any]:
     links = Links(hosts, gang.demo)
-    problems: list[str] = []
+    targets = {
+        host: [n.id for n in gang.nodes if n.host == host][: None if forget else 1]
+        for host in gang.hosts
+    }
     try:
-
-        async def on_host(host: str) -> None:
-            nodes = [n for n in gang.nodes if n.host == host]
-            targets = [n.id for n in nodes] if forget else [nodes[0].id]
-            try:
-                result = await links.run(
-                    host,
-                    ["down", *targets, "--gang-node", "--grace", str(grace)],
-                    NODE_START_TIMEOUT_S + grace,
-                )
-            except LinkDown as exc:
-                problems.append(exc.message)
-                return
-            for line in result.stdout.splitlines():
-                if line.strip():
-                    say(f"  {host}: {line}")
-            if result.exit_status != 0:
-                problems.append(f"host {host}: `ddconsole down` failed: {_last_line(result)}")
-
-        await asyncio.gather(*(on_host(host) for host in gang.hosts))
+        problems = await _stop_on_hosts(links, targets, grace, gang.stop_reason, say)
     finally:
         await links.close()
+    dd = ddconsole_command()
     if problems:
         raise ConsoleError(
             f"{gang.id}: not every node was reached: {'; '.join(problems)}",
-            hint=f"run `ddconsole down {gang.id}` again once the hosts answer",
+            hint=f"run `{dd} down {gang.id}` again once the hosts answer",
         )
     if forget:
         path.unlink(missing_ok=True)
@@ -356,3 +389,135 @@ async def _down(
     save(path, gang)
     say(f"stopped {gang.id} on {', '.join(gang.hosts)}")
     return {"id": gang.id, "result": "stopped", "hosts": gang.hosts}
+
+
+async def _stop_on_hosts(
+    links: Links, targets: dict[str, list[str]], grace: float, reason: str | None, say: Say
+) -> list[str]:
+    """`down IDS --gang-node` on each host for its ids (a host with none is skipped), all
+    hosts at once; the problems, one per host that failed or was not reached."""
+    problems: list[str] = []
+
+    async def on_host(host: str, ids: list[str]) -> None:
+        args = ["down", *ids, "--gang-node", "--grace", str(grace)]
+        if reason:
+            args += ["--stop-reason", reason]
+        try:
+            result = await links.run(host, args, NODE_START_TIMEOUT_S + grace)
+        except LinkDown as exc:
+            problems.append(exc.message)
+            return
+        for line in result.stdout.splitlines():
+            if line.strip():
+                say(f"  {host}: {line}")
+        if result.exit_status != 0:
+            problems.append(f"host {host}: `ddconsole down` failed: {_last_line(result)}")
+
+    await asyncio.gather(*(on_host(host, ids) for host, ids in targets.items() if ids))
+    return problems
+
+
+def restart(path: Path, *, grace: float, timeout_s: float | None, say: Say) -> GangStarted:
+    """Stop every node of the gang as `down` does (reason "restart"), wait until all ended,
+    then start it again from its file's request under the same ids, supervisor included,
+    and wait for the head."""
+    gang = load(path)
+    request = request_of(gang, path, timeout_s)
+    hosts = gang_hosts(gang.hosts, f"{path}")
+    return asyncio.run(_restart(gang, request, path, hosts, grace=grace, say=say))
+
+
+async def _restart(
+    gang: GangFile, request: GangRequest, path: Path, hosts: list[Host], *, grace: float, say: Say
+) -> GangStarted:
+    links = Links(hosts, request.demo)
+    dd = ddconsole_command()
+    try:
+        # Every host answers before anything stops.
+        listed = dict(
+            zip(
+                gang.hosts,
+                await asyncio.gather(*(links.servers(h) for h in gang.hosts)),
+                strict=True,
+            )
+        )
+        address = await _head_address(links, request.nodes)
+        if gang.ended_wall is None:
+            gang.stop_requested_wall = time.time()
+            gang.stop_reason = "restart"
+            save(path, gang)
+        # The old supervisor is gone before the file reads as running again: it must not
+        # take the stopped nodes for a failure of the new gang.
+        await _end_watcher(gang.watcher_pid)
+        # Every node its host still lists: a running one is stopped, an ended one forgotten
+        # there (its leftover processes stopped first), as `down` does.
+        targets = {
+            host: [n.id for n in gang.nodes if n.host == host and n.id in listed[host]]
+            for host in gang.hosts
+        }
+        say(f"stopping {gang.id} on {', '.join(gang.hosts)}")
+        problems = await _stop_on_hosts(links, targets, grace, "restart", say)
+        if problems:
+            raise ConsoleError(
+                f"{gang.id}: not every node was reached, so it was not started again: "
+                + "; ".join(problems),
+                hint=f"`{dd} down {gang.id}` once the hosts answer, then `restart` or `up`",
+            )
+        await _wait_ended(links, gang, ENDED_TIMEOUT_S + grace)
+        gang.head_url = ""
+        gang.watcher_pid = None
+        gang.stop_requested_wall = gang.stop_reason = None
+        gang.ended_wall = None
+        gang.failure = None
+        save(path, gang)
+        say(f"starting {gang.id} again")
+        return await _start(links, request, gang, path, address, say)
+    finally:
+        await links.close()
+
+
+async def _end_watcher(pid: int | None) -> None:
+    """SIGTERM the supervisor and wait until it is gone (SIGKILL if it lingers)."""
+    import os
+    import signal
+
+    end_watcher(pid)
+    deadline = time.monotonic() + WATCHER_END_S
+    while watcher_alive(pid):
+        if time.monotonic() > deadline - WATCHER_END_S / 2 and pid is not None:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        if time.monotonic() > deadline:
+            raise ConsoleError(f"the gang's supervisor (pid {pid}) did not end")
+        await asyncio.sleep(0.05)
+
+
+async def _wait_ended(links: Links, gang: GangFile, timeout_s: float) -> None:
+    """Until every node is ended (or gone) on its host; ConsoleError naming the nodes that
+    still run after `timeout_s`."""
+
+    async def listed(host: str) -> dict[str, dict[str, Any]] | None:
+        try:
+            return await links.servers(host)
+        except ConsoleError:
+            return None
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = dict(zip(gang.hosts, await asyncio.gather(*map(listed, gang.hosts)), strict=True))
+        running: list[str] = []
+        for node in gang.nodes:
+            servers = found[node.host]
+            status = None if servers is None else servers.get(node.id)
+            # A host that does not answer may still run its node: not ended yet.
+            if servers is None or (status is not None and status.get("state") not in TERMINAL):
+                running.append(f"{node.id} on {node.host}")
+        if not running:
+            return
+        if time.monotonic() > deadline:
+            raise ConsoleError(
+                f"{gang.id}: {', '.join(running)} did not end after the stop, so the gang was "
+                "not started again",
+                hint=f"`{ddconsole_command()} down {gang.id}` stops what is left",
+            )
+        await asyncio.sleep(READY_POLL_S)

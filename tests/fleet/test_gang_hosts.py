@@ -3,12 +3,14 @@ alpha,beta` starts node 0 on the fake SSH host alpha and node 1 on beta (each a 
 server in its own host's state, started by that host's ddconsole), and is ready when the
 head is; SIGKILL of rank 1 makes the supervisor on the console host stop the head with the
 reason (`node 1 exited 137 (SIGKILL)`); nothing is left on either host. A node that cannot
-start stops the started ones; `down` of the gang here stops every node on its host."""
+start stops the started ones; `down` of the gang here stops every node on its host; `restart`
+of the gang here starts every node again under the same ids."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 from collections.abc import Iterator
 
@@ -17,6 +19,7 @@ import pytest
 from console.core.net import free_port
 from console.core.paths import StatePaths
 from console.fleet.gang_file import GangFile, gang_ids, gang_path, load, watcher_alive
+from console.hw.procs import is_running
 from tests.fleet.conftest import SshWorld, write_hosts_toml
 from tests.fleet.gangworld import dd, finish, nothing_left, servers_on, start, wait_for
 
@@ -167,3 +170,54 @@ def test_a_head_on_this_host_and_down_of_the_gang_here(gang_world: SshWorld) -> 
     addr, _, rendezvous = head["dist_init_addr"].rpartition(":")
     ports = [("127.0.0.1", port), ("127.0.0.1", node["port"]), (addr, int(rendezvous))]
     nothing_left(head["dist_init_addr"], ports, [head["pid"], node["pid"], watcher])
+
+
+def test_restart_of_the_gang_keeps_its_ids_on_both_hosts(gang_world: SshWorld) -> None:
+    port = free_port()
+    code, _out, err = up_gang(port)
+    assert code == 0, err
+    old_pids = started_pids(err)
+    old_watcher = load(gang_path(StatePaths.for_mode(True), GANG)).watcher_pid
+
+    # By a unique prefix, as `down` takes it: every node stops, then starts again.
+    code, out, err = dd("restart", "kimi-k2.6-tp16", "--grace", "5", "--timeout", "60", "--json")
+    assert code == 0, err
+    head = json.loads(out)
+    assert (head["id"], head["state"], head["host"], head["port"]) == (GANG, "ready", "alpha", port)
+    assert f"ready: http://127.0.0.1:{port} (on alpha)" in err
+    alpha, beta = both_hosts()
+    assert (list(alpha), list(beta)) == ([GANG], [NODE1])
+    assert (alpha[GANG]["state"], beta[NODE1]["state"]) == ("ready", "ready")
+    pids = [alpha[GANG]["pid"], beta[NODE1]["pid"]]
+    assert started_pids(err) == pids
+    assert not set(pids) & set(old_pids)
+    assert not [p for p in old_pids if is_running(p, None)]
+    assert beta[NODE1]["dist_init_addr"] == alpha[GANG]["dist_init_addr"]
+    gang = load(gang_path(StatePaths.for_mode(True), GANG))
+    assert [(n.rank, n.host, n.id) for n in gang.nodes] == [(0, "alpha", GANG), (1, "beta", NODE1)]
+    assert (gang.stop_requested_wall, gang.ended_wall, gang.failure) == (None, None, None)
+    assert not watcher_alive(old_watcher)
+    assert watcher_alive(gang.watcher_pid)
+
+    code, _out, err = dd("down", GANG, "--grace", "5")
+    assert code == 0, err
+    addr = alpha[GANG]["dist_init_addr"]
+    ports = [("127.0.0.1", port), ("127.0.0.1", beta[NODE1]["port"])]
+    rendezvous = ("127.0.0.2", int(addr.rsplit(":", 1)[1]))
+    nothing_left(addr, [*ports, rendezvous], [*pids, gang.watcher_pid or 0])
+
+
+def started_pids(err: str) -> list[int]:
+    """The nodes' pids, in rank order, from what `up` or `restart` said as each started."""
+    return [int(pid) for pid in re.findall(r": node \d+ on \w+, pid (\d+),", err)]
+
+
+def both_hosts() -> tuple[dict[str, dict], dict[str, dict]]:
+    """servers_on("alpha") and servers_on("beta"), asked at once."""
+    procs = [start("--host", host, "ps", "--json", "--all") for host in ("alpha", "beta")]
+    found = []
+    for proc in procs:
+        code, out, err = finish(proc, ("ps",), 60)
+        assert code == 0, err
+        found.append({s["id"]: s for s in json.loads(out) if not s.get("external")})
+    return found[0], found[1]
