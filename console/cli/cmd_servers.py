@@ -221,18 +221,23 @@ def _outcome(args: argparse.Namespace, status: ServerStatus, *, waited: bool = T
     if status.state.terminal:
         _say(args, f"FAILED: {status.reason}")
         _say_diagnosis(args, status)
-        _say(
-            args, f"  (full log: ddconsole logs {record.id}{' --demo' if record.plan.demo else ''})"
-        )
+        _say(args, f"  (full log: {_dd()} logs {record.id}{' --demo' if record.plan.demo else ''})")
         return 1
     if not waited:
         return 0
     _say(
         args,
         f"not ready after {args.timeout:.0f} s (state {status.state.value}); it keeps "
-        f"starting in the background: `ddconsole down {record.id}` stops it",
+        f"starting in the background: `{_dd()} down {record.id}` stops it",
     )
     return 1
+
+
+def _dd() -> str:
+    """`ddconsole` as a hint here names it (`ddconsole --host NAME` when relayed)."""
+    from console.core.via_host import ddconsole_command
+
+    return ddconsole_command()
 
 
 def _up(args: argparse.Namespace) -> int:
@@ -499,7 +504,7 @@ def _ps(args: argparse.Namespace) -> int:
         demo = " --demo" if services.demo else ""
         print(
             f"{len(folded)} stopped server{'s' if len(folded) != 1 else ''} hidden; "
-            f"`ddconsole ps --all{demo}` shows them, `ddconsole prune{demo}` removes them"
+            f"`{_dd()} ps --all{demo}` shows them, `{_dd()} prune{demo}` removes them"
         )
     _print_gangs(services)
     if externals:
@@ -587,7 +592,7 @@ def _other_mode(services: Services, verb: str = "ps") -> str:
     flag = " --demo" if other else ""
     kind = "demo server" if other else "server outside demo mode"
     plural = "s" if count != 1 else ""
-    return f"; {count} {kind}{plural}: `ddconsole {verb}{flag}`"
+    return f"; {count} {kind}{plural}: `{_dd()} {verb}{flag}`"
 
 
 def _targets(args: argparse.Namespace, manager: ServerManager) -> list[str]:
@@ -596,7 +601,7 @@ def _targets(args: argparse.Namespace, manager: ServerManager) -> list[str]:
     if args.all:
         return list(manager.records.ids())
     if not args.ids:
-        raise UsageError("name the servers to stop (see `ddconsole ps`), or use --all")
+        raise UsageError(f"name the servers to stop (see `{_dd()} ps`), or use --all")
     return [_resolve(args, manager, text) for text in args.ids]
 
 
@@ -631,7 +636,7 @@ def _refuse_external(services: Services, args: argparse.Namespace) -> None:
             raise UsageError(
                 f"{found.id} is external: an SGLang server ddconsole did not start (pid "
                 f"{found.pid}, {found.address}); `down` leaves it alone. To stop it "
-                f"anyway: `ddconsole down {found.id} --external --yes`"
+                f"anyway: `{_dd()} down {found.id} --external --yes`"
             )
 
 
@@ -641,9 +646,9 @@ def _down_external(args: argparse.Namespace, services: Services) -> int:
     from console.server.external import stop_external
 
     if args.all:
-        raise UsageError("--external stops only servers named by id (see `ddconsole ps`)")
+        raise UsageError(f"--external stops only servers named by id (see `{_dd()} ps`)")
     if not args.ids:
-        raise UsageError("name the external servers to stop (ids from `ddconsole ps`: ext-PID)")
+        raise UsageError(f"name the external servers to stop (ids from `{_dd()} ps`: ext-PID)")
     if services.demo:
         raise UsageError("--external: demo mode lists no external servers (drop --demo)")
     targets = []
@@ -651,7 +656,7 @@ def _down_external(args: argparse.Namespace, services: Services) -> int:
         found = _external_named(services, text)
         if found is None:
             raise UsageError(
-                f"no external server {text!r} (ids from `ddconsole ps`: ext-PID); "
+                f"no external server {text!r} (ids from `{_dd()} ps`: ext-PID); "
                 "managed servers are stopped without --external"
             )
         targets.append(found)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from console.bench.request import BenchRequest
 from console.fleet.remote_ops import by_hand, valid_server_id
-from console.fleet.remote_runs import MAX_TEXT, RemoteRunError, _call, valid_run_id
+from console.fleet.remote_runs import MAX_TEXT, RemoteRunError, call_ddconsole, valid_run_id
 from console.profiles.slo import DEFAULT_ATTAINMENT
 
 if TYPE_CHECKING:
@@ -164,7 +164,7 @@ async def start_bench(fleet: Fleet, host: str, request: BenchRequest) -> RemoteS
         return RemoteStart(False, str(exc))
     hint = by_hand(host, *args[:-1])  # by hand: without --json, the CLI's own lines
     try:
-        result = await _call(fleet, host, args, START_TIMEOUT_S)
+        result = await call_ddconsole(fleet, host, args, START_TIMEOUT_S)
     except RemoteRunError as exc:
         return RemoteStart(False, f"benchmark on {host} not started: {exc.message}", hint=hint)
     try:
@@ -180,7 +180,7 @@ async def stop_run(fleet: Fleet, host: str, run_id: str) -> tuple[bool, str]:
         return False, f"{run_id[:100]!r} is not a run id"
     hint = by_hand(host, "runs", "stop", run_id)
     try:
-        result = await _call(fleet, host, stop_args(run_id), STOP_TIMEOUT_S)
+        result = await call_ddconsole(fleet, host, stop_args(run_id), STOP_TIMEOUT_S)
     except RemoteRunError as exc:
         return False, f"stop {run_id} on {host}: {exc.message}; by hand: {hint}"
     try:

@@ -189,7 +189,9 @@ def _failed(what: str, result: RemoteResult) -> str:
     return f"{what} failed (exit {result.exit_status}): {last[:MAX_TEXT]}"
 
 
-async def _call(fleet: Fleet, host: str, args: list[str], timeout_s: float) -> RemoteResult:
+async def call_ddconsole(
+    fleet: Fleet, host: str, args: list[str], timeout_s: float
+) -> RemoteResult:
     """`ddconsole ARGS` on the host; RemoteRunError saying why it could not be run."""
     from console.fleet.link import STALE, LinkDown
 
@@ -216,7 +218,7 @@ async def fetch_runs(
     reason in `error`."""
     kept = previous if previous is not None else HostRuns(host)
     try:
-        result = await _call(fleet, host, list(LIST_ARGS), timeout_s)
+        result = await call_ddconsole(fleet, host, list(LIST_ARGS), timeout_s)
     except RemoteRunError as exc:
         return replace(kept, error=exc.message)
     if result.exit_status != 0:
@@ -234,7 +236,7 @@ async def fetch_summary(
     """The run's summary from the host; RemoteRunError with the reason when there is none."""
     if not valid_run_id(run_id):
         raise RemoteRunError(f"{run_id!r} is not a run id")
-    result = await _call(fleet, host, ["runs", "show", run_id, "--json"], timeout_s)
+    result = await call_ddconsole(fleet, host, ["runs", "show", run_id, "--json"], timeout_s)
     if result.exit_status != 0:
         raise RemoteRunError(_failed(f"runs show {run_id}", result))
     try:

@@ -380,8 +380,9 @@ class ServerManager:
             raise UsageError(
                 f"layout {plan.layout!r}: node {remote[0]!r} is not this host; nodes on other "
                 f"hosts are started by `{dd} up` (each on its host over SSH)",
-                hint=f"`{dd} up {plan.profile} --layout {plan.layout}` starts the gang again "
-                "(`restart` and `switch` run only `local` nodes)",
+                hint=f"`{dd} up {plan.profile} --layout {plan.layout}` starts the gang again; "
+                "`restart GANG_ID` on the console host that started it restarts every node "
+                "(`switch` runs only `local` nodes)",
             )
         if not self.demo:
             raise UsageError(
