@@ -73,16 +73,21 @@ def test_a_rate_search_reports_no_knee_above_what_the_server_completes(tmp_path:
     assert at_knee["request_s"] >= 0.75 * knee["value"], at_knee
     behind = [lv for lv in levels if lv.get("early_stop") or lv.get("behind")]
     assert behind
-    # The server (or, on a loaded box, the client sending) fell behind the offered rate.
-    reasons = [lv.get("behind") or lv["early_stop"] for lv in behind]
-    assert all(reason.startswith("fell behind: ") for reason in reasons), behind
+    # The server (or, on a loaded box, the client sending) fell behind the offered rate; on
+    # a box loaded enough, requests of an overrun level fail outright, which is the only way
+    # to miss E2E <= 1000 s: the level then stops early on those failures.
+    reasons = [(lv.get("behind") or lv["early_stop"], lv["errors"], lv["level"]) for lv in behind]
+    assert all(
+        why.startswith("fell behind: ") or (why.startswith("stopped early: ") and errors > 0)
+        for why, errors, _ in reasons
+    ), reasons
     assert all(not lv["slo_pass"] for lv in behind)
     # Every level judged on pace carries the rate it completed; the knee says its own.
     assert all(lv.get("achieved_rate") is not None for lv in levels if lv.get("behind")), levels
     # The lines say how levels are sized, why a level failed, and what the knee completed.
     assert "searching rate from 2/s up to 400/s (step 10%)" in said
     assert "each level sends rate x 30 s of arrivals" in said
-    assert "(fails: fell behind)" in said
+    assert "(fails: fell behind)" in said or "(fails: stopped early)" in said, said[-3000:]
     assert knee["achieved"] == at_knee["achieved_rate"]
     assert (
         f"carries {knee['value']:g}/s (completed {knee['achieved']:.3g}/s) at E2E ≤ 1000 s" in said

@@ -7,6 +7,7 @@ out of the gateway's `GET /workers` within 2 s (smg alone would keep it for minu
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -22,7 +23,7 @@ import httpx
 import pytest
 
 from console.core.net import free_port, port_is_free
-from console.hw.procs import argv_of, live_processes
+from console.hw.procs import argv_of, environ_value, live_processes
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow
@@ -97,12 +98,16 @@ def gateway_workers(port: int) -> list[str]:
 
 
 def processes_naming(*needles: str) -> list[int]:
-    """Live processes whose command line (words joined by spaces) holds every one of
-    `needles`, each as whole words."""
+    """This test's live processes (its own state folder in their environment: another test
+    may have been given a port this one freed) whose command line (words joined by spaces)
+    holds every one of `needles`, each as whole words."""
+    state = os.environ.get("XDG_STATE_HOME")
     found = []
     for proc in live_processes():
         argv = f" {' '.join(argv_of(proc.pid))} "
-        if all(f" {n} " in argv for n in needles):
+        if all(f" {n} " in argv for n in needles) and (
+            environ_value(proc.pid, "XDG_STATE_HOME") == state
+        ):
             found.append(proc.pid)
     return found
 
@@ -213,18 +218,22 @@ def test_replicas_behind_the_gateway_bench_per_worker_kill_and_down() -> None:
     assert answer.status_code == 200, answer.text
 
     # `down` stops the whole: no replica, gateway or watcher process, no listening port.
+    assert processes_naming(f"--port {port}"), "the gateway is found by its port"
+    assert processes_naming("console.server.gateway_watch", gateway_id), "and its watcher"
     down = dd("down", "--all", "--grace", "5")
     assert down.returncode == 0, down.stdout + down.stderr
     ports = [port, *(r["port"] for r in replicas)]
-    wait_for(
-        lambda: (
-            not processes_naming(f"--port {port}")
-            and not any(processes_naming(f"--port {r['port']}") for r in replicas)
-            and not processes_naming("console.server.gateway_watch", gateway_id)
-        ),
-        15,
-        "the gateway's processes to end",
-    )
+
+    def left() -> list[int]:
+        return [
+            *processes_naming(f"--port {port}"),
+            *(pid for r in replicas for pid in processes_naming(f"--port {r['port']}")),
+            *processes_naming("console.server.gateway_watch", gateway_id),
+        ]
+
+    with contextlib.suppress(AssertionError):
+        wait_for(lambda: not left(), 30, "the gateway's processes to end")
+    assert not left(), [" ".join(argv_of(pid)) for pid in left()]
     wait_for(lambda: all(port_is_free(p) for p in ports), 10, f"ports {ports} free")
     # What `down --all` did not forget (a stopped server) is stopped, none is running.
     states = {sid: s["state"] for sid, s in ps().items()}
