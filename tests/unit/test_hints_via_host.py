@@ -81,11 +81,11 @@ def test_a_campaign_resume_hint_and_a_snapshot_warning_name_the_command(
     assert line.endswith(f"; `{dd} runs show RUN` says why"), line
 
 
-
 def test_down_without_ids_names_the_ps_that_lists_them(dd: str, cli) -> None:
     refused: CliResult = cli("--demo", "down")
     assert refused.code == 2
     assert f"name the servers to stop (see `{dd} ps`), or use --all" in refused.err, refused.err
+
 
 # Where a literal "`ddconsole " may stay: help texts and completion describe the tool, and the
 # fleet verbs speak on the console host about other hosts.
