@@ -51,6 +51,24 @@ HOST_MAX_SERIES = 512
 """Series kept per host (8 GPUs x 5, the host, its NUMA nodes and the console take ~50;
 each server 5-8 more and its poll time): at 16 bytes a point, at most 29.5 MB a host
 however long it runs. Once full, the series of the server gone longest make room."""
+POINT_BYTES = 16
+HOSTS_BUDGET_BYTES = 8 * HOST_MAX_SERIES * HOST_CAPACITY * POINT_BYTES
+"""What every host's store together may hold at most (236 MB): up to 8 hosts each keeps
+its hour; with more, each keeps a shorter history so the total stays within this."""
+HOST_MIN_CAPACITY = 300
+"""The shortest history a host keeps however many hosts there are (5 minutes): past about
+100 hosts the total grows again, by 2.5 MB a host at most."""
+
+
+def host_capacity(hosts: int, max_series: int = HOST_MAX_SERIES) -> int:
+    """Points kept per series of each of `hosts` stores: an hour while the budget allows,
+    less with many hosts, never under HOST_MIN_CAPACITY."""
+    if hosts <= 0:
+        return HOST_CAPACITY
+    fits = HOSTS_BUDGET_BYTES // (hosts * max_series * POINT_BYTES)
+    return max(HOST_MIN_CAPACITY, min(HOST_CAPACITY, fits))
+
+
 READING_SOURCE = "reading"
 """A remote host's `Topology.source`: what its latest reading says, not a discovery."""
 NOT_IN_A_READING = (
@@ -369,12 +387,17 @@ class HostStores:
         self,
         fleet: Fleet,
         *,
-        capacity: int = HOST_CAPACITY,
+        capacity: int | None = None,
         max_series: int = HOST_MAX_SERIES,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.fleet = fleet
         self.clock = clock
+        remote = [host for host in fleet.hosts if not host.is_local]
+        if capacity is None:
+            capacity = host_capacity(len(remote), max_series)
+        self.capacity = capacity
+        """Points kept per series (one a second): an hour, shorter with many hosts."""
         self._hosts = {
             host.name: HostStore(host.name, TimeSeriesStore(capacity, max_series))
             for host in fleet.hosts

@@ -15,9 +15,12 @@ import pytest
 from console.fleet.host_store import (
     HOST_CAPACITY,
     HOST_MAX_SERIES,
+    HOST_MIN_CAPACITY,
+    HOSTS_BUDGET_BYTES,
     HostStore,
     HostStores,
     feed,
+    host_capacity,
     mark_stale,
     reading_servers,
     reading_topology,
@@ -304,3 +307,27 @@ def test_a_host_store_goes_up_stale_and_up_again_with_its_link() -> None:
 
     stores.close()
     assert fleet.listeners == []
+
+
+def test_many_hosts_keep_a_shorter_history_within_one_budget() -> None:
+    # Up to 8 hosts each keep the hour; with more, the stores together stay in the budget.
+    assert host_capacity(1) == host_capacity(8) == HOST_CAPACITY
+    for hosts in (9, 16, 32, 64):
+        capacity = host_capacity(hosts)
+        assert HOST_MIN_CAPACITY <= capacity < HOST_CAPACITY
+        assert hosts * HOST_MAX_SERIES * capacity * 16 <= HOSTS_BUDGET_BYTES
+    assert host_capacity(16) > host_capacity(32) > host_capacity(64)
+    # However many, a host keeps its five minutes.
+    assert host_capacity(10_000) == HOST_MIN_CAPACITY
+
+    fleet = OneHostFleet()
+    fleet.hosts = [LOCAL_HOST, *(Host(f"h{i}", f"tester@h{i}:22") for i in range(32))]
+    stores = HostStores(cast("Fleet", fleet))
+    assert stores.capacity == host_capacity(32)
+    fleet.latest = copy.deepcopy(READING)
+    stores._take("h0", fleet.summary("h0"))
+    host = stores.get("h0")
+    assert host is not None
+    ring = host.store.window(SourceId.gpu(0).series("util_pct"))
+    assert len(ring.times) == 1
+    assert host.store.capacity == host_capacity(32)
