@@ -85,8 +85,10 @@ def test_priority_scheduling_publishes_a_total_and_each_priority(tmp_path: Path)
             with httpx.Client(base_url=sim.url, timeout=60) as client:
                 generate(client, 400, priority=priority)
 
+        # The two of priority 1 first, running before the others are sent: which requests
+        # run is then known whatever the box's load does to the threads' order.
         threads = [threading.Thread(target=send, args=(p,)) for p in (1, 1, 2, 2)]
-        for thread in threads:
+        for thread in threads[:2]:
             thread.start()
         try:
             running: list[Any] = []
@@ -97,9 +99,12 @@ def test_priority_scheduling_publishes_a_total_and_each_priority(tmp_path: Path)
                 if total and total[0] == 2:
                     break
                 threading.Event().wait(0.05)
+            for thread in threads[2:]:
+                thread.start()
         finally:
             for thread in threads:
-                thread.join(timeout=120)
+                if thread.ident is not None:  # started
+                    thread.join(timeout=120)
     by_priority = {s.labels["priority"]: s.value for s in running}
     # priority="" is the total; the parts are the same requests again
     # (sglang 0.5.23 srt/observability/metrics_collector.py:1389-1390, 1417-1430).
