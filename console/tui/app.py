@@ -153,7 +153,8 @@ class ConsoleApp(App[None]):
         screen = self.screen if self.screen_stack else None
         if isinstance(screen, ConsoleScreen) and screen.show_notice(message, severity, timeout):
             return
-        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+        # The notice line shows plain text; so does its stand-in over a dialog.
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
 
     def delay_update(self, delay: float = 0.05) -> None:
         """Textual holds painting for 50 ms to mask a mode switch while the new screen

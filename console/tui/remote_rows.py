@@ -14,8 +14,10 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 from urllib.parse import urlsplit
 
+from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -412,8 +414,16 @@ def remote_detail(server: RemoteServer, host: RemoteHost) -> Table:
     return table
 
 
+class _PlainTable(Table):
+    """A rich Table whose string cells are plain text: another host's ids, paths and
+    reasons are shown as sent, never read as markup."""
+
+    def add_row(self, *renderables: RenderableType | None, **options: Any) -> None:
+        super().add_row(*(Text(r) if isinstance(r, str) else r for r in renderables), **options)
+
+
 def _detail_table() -> Table:
-    table = Table(box=None, show_header=False, padding=(0, 1), expand=True)
+    table = _PlainTable(box=None, show_header=False, padding=(0, 1), expand=True)
     table.add_column("k", style="bold", no_wrap=True, width=10)
     table.add_column("v", overflow="fold")
     return table

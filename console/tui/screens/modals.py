@@ -39,8 +39,10 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(self.title_text, classes="title")
-            yield Static(self.detail)
+            # Plain text: a title or detail naming a run or server (another host's, say)
+            # may hold `[`; as markup it would be cut or fail.
+            yield Static(self.title_text, classes="title", markup=False)
+            yield Static(self.detail, markup=False)
             yield Static("y / Enter: yes    n / Esc: no", classes="keys")
 
     def action_answer(self, yes: bool) -> None:

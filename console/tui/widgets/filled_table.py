@@ -35,4 +35,6 @@ def fill_table(
         width = max([cell_len(label), *(_width(cells[index]) for _, cells in rows)])
         table.add_column(label, width=width, key=name)
     for key, cells in rows:
-        table.add_row(*cells, key=key)
+        # A plain string is shown as it is: DataTable would read it as markup, and a cell
+        # holding `[/]` (a run name from another host, say) would fail the paint.
+        table.add_row(*(Text(c) if isinstance(c, str) else c for c in cells), key=key)
