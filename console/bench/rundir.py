@@ -75,16 +75,19 @@ class RunDir:
         return run
 
     @classmethod
-    def open(cls, root: Path, run: str) -> RunDir:
-        """A run by id, unique id prefix, or path."""
+    def open(cls, root: Path, run: str, *, exact: bool = False) -> RunDir:
+        """A run by id, unique id prefix, or path; with `exact`, by that very id under
+        `root` only (a caller acting on the run it was shown must not reach another)."""
         candidate = Path(run)
-        if candidate.is_dir() and (candidate / "run.json").exists():
+        if not exact and candidate.is_dir() and (candidate / "run.json").exists():
             return cls(candidate)
         if not root.is_dir():
             raise UsageError(f"no run {run!r}: no runs yet in {root}")
         ids = sorted(p.name for p in root.iterdir() if (p / "run.json").exists())
         if run in ids:
             return cls(root / run)
+        if exact:
+            raise UsageError(f"no run with the exact id {run!r} (--exact)")
         matches = [i for i in ids if i.startswith(run) or run in i]
         if len(matches) == 1:
             return cls(root / matches[0])

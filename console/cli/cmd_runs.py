@@ -16,6 +16,9 @@ if TYPE_CHECKING:
     from console.bench.rundir import RunDir
 
 
+EXACT_HELP = "the id exactly, never a prefix of another (a caller acting on the run it was shown)"
+
+
 def register(verbs: Any, common: argparse.ArgumentParser) -> None:
     runs = verbs.add_parser(
         "runs", parents=[common], help="list, show, compare, report, import and stop runs"
@@ -33,6 +36,7 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         action="store_true",
         help="keep printing while it runs; exit 1 when it ends failed or interrupted",
     )
+    r_show.add_argument("--exact", action="store_true", help=EXACT_HELP)
     r_show.add_argument("--json", action="store_true")
     r_show.add_argument("--out", type=Path, default=None, metavar="DIR")
     r_show.set_defaults(handler=_runs_show)
@@ -86,6 +90,7 @@ def register(verbs: Any, common: argparse.ArgumentParser) -> None:
         help="stop a running benchmark or campaign as Ctrl-C would (resumable)",
     )
     r_stop.add_argument("run", metavar="RUN", help="run id or a unique prefix of one")
+    r_stop.add_argument("--exact", action="store_true", help=EXACT_HELP)
     r_stop.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     r_stop.add_argument(
         "--timeout",
@@ -150,7 +155,7 @@ def _runs_show(args: argparse.Namespace) -> int:
     from console.bench.rundir import RunDir
     from console.bench.summary import load_summary
 
-    run = RunDir.open(runs_root(args, services(args)), args.run)
+    run = RunDir.open(runs_root(args, services(args)), args.run, exact=args.exact)
     if args.follow:
         import sys
 
@@ -344,7 +349,7 @@ def _runs_stop(args: argparse.Namespace) -> int:
 
     if not args.timeout > 0:
         raise UsageError(f"--timeout must be a positive number of seconds, not {args.timeout:g}")
-    run = RunDir.open(runs_root(args, services(args)), args.run)
+    run = RunDir.open(runs_root(args, services(args)), args.run, exact=args.exact)
     question = stop_prompt(run.path)
     if not args.yes and sys.stdin.isatty():
         # The question goes to stderr: stdout stays the outcome (one JSON document with --json).

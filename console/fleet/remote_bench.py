@@ -2,7 +2,7 @@
 
 A benchmark is the CLI's own `bench --server ID ... --detach --json` run there, its flags
 made from the same `BenchRequest` the Bench screen builds for this host; a stop is `runs
-stop ID --yes --json`. What the host answers is external input: an answer that cannot be
+stop --exact --yes --json ID`. What the host answers is external input: an answer that cannot be
 read, a refusal, a lost host or a call over its time is an outcome saying why with the
 command to run by hand, never an exception for the caller.
 """
@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING
 
 from console.bench.request import BenchRequest
 from console.fleet.remote_ops import by_hand, valid_server_id
-from console.fleet.remote_runs import MAX_TEXT, RemoteRunError, call_ddconsole, valid_run_id
+from console.fleet.remote_runs import (
+    MAX_TEXT,
+    RemoteRunError,
+    call_ddconsole,
+    older_reason,
+    valid_run_id,
+)
 from console.profiles.slo import DEFAULT_ATTAINMENT
 
 if TYPE_CHECKING:
@@ -102,8 +108,18 @@ def bench_args(request: BenchRequest) -> tuple[list[str], list[str]]:
 
 def stop_args(run_id: str) -> list[str]:
     """`runs stop` of one run there, unasked (the console confirmed it), with a JSON answer;
-    the id after `--`, so it is read as the run whatever it looks like."""
-    return ["runs", "stop", "--yes", "--json", f"--timeout={STOP_WAIT_S:g}", "--", run_id]
+    `--exact`, so a run whose id only starts with this one is never stopped in its place,
+    and the id after `--`, so it is read as the run whatever it looks like."""
+    return [
+        "runs",
+        "stop",
+        "--exact",
+        "--yes",
+        "--json",
+        f"--timeout={STOP_WAIT_S:g}",
+        "--",
+        run_id,
+    ]
 
 
 def _stderr_reason(result: RemoteResult) -> str:
@@ -146,6 +162,9 @@ def read_stopped(host: str, run_id: str, result: RemoteResult) -> tuple[bool, st
     """`runs stop --json`'s answer: (stopped or ended, its message)."""
     answer = _answer(result.stdout)
     if answer is None:
+        older = older_reason(host, result)
+        if older is not None:
+            return False, f"stop {run_id} on {host} failed: {older}, so no other run was stopped"
         return False, f"stop {run_id} on {host} failed: {_stderr_reason(result)}"
     if answer.get("run_id") != run_id:
         named = answer.get("run_id")

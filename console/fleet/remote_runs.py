@@ -1,6 +1,6 @@
-"""Another host's runs, read over the fleet: `ddconsole runs list --json` and `runs show ID
---json` run there (`Fleet.run`), parsed into the `RunRow` and `RunSummary` this host's own
-runs are shown as.
+"""Another host's runs, read over the fleet: `ddconsole runs list --json` and `runs show
+--exact --json ID` run there (`Fleet.run`), parsed into the `RunRow` and `RunSummary` this
+host's own runs are shown as.
 
 What a host sends is external input: an entry that is not a run is skipped and counted, a
 listing or summary that cannot be read is a reason, and a lost host or failed call is a
@@ -183,6 +183,17 @@ def _reason(host: str, message: str) -> str:
     return message.removeprefix(f"host {host}: ")
 
 
+def older_reason(host: str, result: RemoteResult) -> str | None:
+    """When the verb there refused `--exact` (a ddconsole from before it, which would have
+    taken the id as a prefix of another run's): saying so; else None."""
+    refused = any(
+        "unrecognized" in line and "--exact" in line for line in result.stderr.splitlines()
+    )
+    if result.exit_status == 0 or not refused:
+        return None
+    return f"the ddconsole on {host} is older and has no --exact; nothing was run there"
+
+
 def _failed(what: str, result: RemoteResult) -> str:
     lines = result.stderr.strip().splitlines()
     last = lines[-1].removeprefix("ddconsole: ").strip() if lines else "no message"
@@ -230,14 +241,23 @@ async def fetch_runs(
     return HostRuns(host, tuple(rows), more, skipped, listed_wall=time.time())
 
 
+def show_args(run_id: str) -> list[str]:
+    """`runs show` of that very run (`--exact`: never another whose id starts with it), as
+    JSON; the id after `--`, so it is read as the run whatever it looks like."""
+    return ["runs", "show", "--exact", "--json", "--", run_id]
+
+
 async def fetch_summary(
     fleet: Fleet, host: str, run_id: str, timeout_s: float = SHOW_TIMEOUT_S
 ) -> RunSummary:
     """The run's summary from the host; RemoteRunError with the reason when there is none."""
     if not valid_run_id(run_id):
         raise RemoteRunError(f"{run_id!r} is not a run id")
-    result = await call_ddconsole(fleet, host, ["runs", "show", run_id, "--json"], timeout_s)
+    result = await call_ddconsole(fleet, host, show_args(run_id), timeout_s)
     if result.exit_status != 0:
+        older = older_reason(host, result)
+        if older is not None:
+            raise RemoteRunError(f"runs show {run_id}: {older}, so no other run was shown")
         raise RemoteRunError(_failed(f"runs show {run_id}", result))
     try:
         return parse_summary(result.stdout)
