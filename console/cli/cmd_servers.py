@@ -550,7 +550,9 @@ def _print_gangs(services: Services) -> None:
             continue
         if gang.ended_wall is not None:
             state, reason = ("failed", gang.failure) if gang.failure else ("stopped", "")
-        elif gang_file.watcher_alive(gang.watcher_pid):
+        elif gang_file.watcher_alive(
+            gang.watcher_pid, gang_file.gang_path(services.state, gang_id)
+        ):
             state, reason = "running", "supervised from this host"
         else:
             state, reason = "running", "NOT supervised: its supervisor ended"
@@ -821,13 +823,32 @@ def _down_gangs(args: argparse.Namespace, services: Services) -> tuple[bool, int
 
 
 def _gang_named(args: argparse.Namespace, services: Services, text: str) -> Path | None:
-    """The file of the gang named `text` (with --exact, by its very id only); None if none."""
+    """The file of the gang named `text` (with --exact, by its very id only); None if none.
+    A prefix that also starts a server of this host is refused as ambiguous: stopping every
+    node of a gang is never a guess."""
+    from console.core.errors import UsageError
     from console.fleet import gang_file
 
     if args.exact:
         ids = gang_file.gang_ids(services.state)
         return gang_file.gang_path(services.state, text) if text in ids else None
-    return gang_file.find(services.state, text)
+    path = gang_file.find(services.state, text)
+    if path is None or path.stem == text:
+        return path
+    gang = path.stem
+    servers = [
+        i
+        for i in services.manager().records.ids()
+        # The gang's own nodes on this host (its head's id is the gang's) are no other.
+        if i.startswith(text) and i != gang and not i.startswith(f"{gang}.node")
+    ]
+    if servers:
+        raise UsageError(
+            f"ambiguous id {text!r}: the multi-node server {gang} and the server"
+            f"{'s' if len(servers) > 1 else ''} {', '.join(servers)} here",
+            hint="name it in full",
+        )
+    return path
 
 
 def _restart(args: argparse.Namespace) -> int:

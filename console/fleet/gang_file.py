@@ -122,22 +122,42 @@ def find(paths: StatePaths, text: str) -> Path | None:
     return gang_path(paths, matches[0]) if matches else None
 
 
-def watcher_alive(pid: int | None) -> bool:
-    """Whether `pid` is still this gang's supervisor (its command line names the module)."""
+def _same_file(arg: bytes, pid: int, path: Path) -> bool:
+    """Whether the supervisor's argument `arg` names the file `path` (a relative one taken
+    from the supervisor's own working folder)."""
+    try:
+        named = os.fsdecode(arg)
+        if not os.path.isabs(named):
+            named = os.path.join(os.readlink(f"/proc/{pid}/cwd"), named)
+        return os.path.realpath(named) == os.path.realpath(path)
+    except (OSError, ValueError):
+        return False
+
+
+def watcher_alive(pid: int | None, path: Path | None = None) -> bool:
+    """Whether `pid` is still a gang supervisor (its command line names the module) and,
+    given `path`, the one of the gang whose file that is: after the pid was reused by
+    another gang's supervisor, that one is not ours to stop."""
     if not pid or pid <= 1:
         return False
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            return WATCH_MODULE.encode() in handle.read()
+            argv = handle.read().split(b"\0")
     except OSError:
         return False
+    if WATCH_MODULE.encode() not in argv:
+        return False
+    if path is None:
+        return True
+    after = argv[argv.index(WATCH_MODULE.encode()) + 1 :]
+    return any(_same_file(arg, pid, path) for arg in after if arg)
 
 
-def end_watcher(pid: int | None) -> None:
-    """SIGTERM the supervisor when it is still ours."""
+def end_watcher(pid: int | None, path: Path) -> None:
+    """SIGTERM the supervisor when it is still the one of the gang whose file is `path`."""
     import signal
 
-    if watcher_alive(pid):
+    if watcher_alive(pid, path):
         assert pid is not None
         try:
             os.kill(pid, signal.SIGTERM)

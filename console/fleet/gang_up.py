@@ -358,7 +358,7 @@ def down(path: Path, *, grace: float, reason: str, say: Say) -> dict[str, Any]:
         gang.stop_requested_wall = time.time()
         gang.stop_reason = reason
         save(path, gang)
-    end_watcher(gang.watcher_pid)
+    end_watcher(gang.watcher_pid, path)
     hosts = gang_hosts(gang.hosts, f"{path}")
     return asyncio.run(_down(gang, path, hosts, grace=grace, forget=forget, say=say))
 
@@ -372,14 +372,18 @@ async def _down(
         for host in gang.hosts
     }
     try:
-        problems = await _stop_on_hosts(links, targets, grace, gang.stop_reason, say)
+        # No --stop-reason: the nodes' own default reason is the user's stop, and a node
+        # host on a ddconsole from before that flag would refuse the whole down.
+        stopped = await _stop_on_hosts(links, targets, grace, None, say)
     finally:
         await links.close()
     dd = ddconsole_command()
-    if problems:
+    if stopped.problems:
+        head = "not every node was reached" if stopped.unreached else "not every node stopped"
         raise ConsoleError(
-            f"{gang.id}: not every node was reached: {'; '.join(problems)}",
-            hint=f"run `{dd} down {gang.id}` again once the hosts answer",
+            f"{gang.id}: {head}: {'; '.join(stopped.problems)}",
+            hint=f"run `{dd} down {gang.id}` again"
+            + (" once the hosts answer" if stopped.unreached else ""),
         )
     if forget:
         path.unlink(missing_ok=True)
@@ -391,30 +395,64 @@ async def _down(
     return {"id": gang.id, "result": "stopped", "hosts": gang.hosts}
 
 
+def node_down_args(ids: Sequence[str], grace: float, reason: str | None) -> list[str]:
+    """The `down` of a host's nodes; `--stop-reason` only with a reason (restart's), so a
+    plain down also stops nodes on a ddconsole from before that flag."""
+    args = ["down", *ids, "--gang-node", "--grace", str(grace)]
+    return [*args, "--stop-reason", reason] if reason else args
+
+
+def node_down_problem(host: str, result: RemoteResult) -> str | None:
+    """What went wrong in a host's `down` of its nodes; None when it exited 0."""
+    if result.exit_status == 0:
+        return None
+    if any(
+        "unrecognized" in line and "--stop-reason" in line for line in result.stderr.splitlines()
+    ):
+        return (
+            f"host {host}: the ddconsole on {host} is older and has no --stop-reason; "
+            "nothing was stopped there"
+        )
+    if not result.stderr.strip():
+        # Its lines (said above) tell why: a port still held, a note on the stop.
+        return f"host {host}: `ddconsole down` exited {result.exit_status} (see its lines)"
+    return f"host {host}: `ddconsole down` failed: {_last_line(result)}"
+
+
+@dataclass
+class NodesStopped:
+    """How the stop of a gang's nodes went: a problem per host that failed or was not
+    reached, and which of those hosts were not reached at all."""
+
+    problems: list[str]
+    unreached: list[str]
+
+
 async def _stop_on_hosts(
     links: Links, targets: dict[str, list[str]], grace: float, reason: str | None, say: Say
-) -> list[str]:
+) -> NodesStopped:
     """`down IDS --gang-node` on each host for its ids (a host with none is skipped), all
-    hosts at once; the problems, one per host that failed or was not reached."""
-    problems: list[str] = []
+    hosts at once."""
+    stopped = NodesStopped([], [])
 
     async def on_host(host: str, ids: list[str]) -> None:
-        args = ["down", *ids, "--gang-node", "--grace", str(grace)]
-        if reason:
-            args += ["--stop-reason", reason]
         try:
-            result = await links.run(host, args, NODE_START_TIMEOUT_S + grace)
+            result = await links.run(
+                host, node_down_args(ids, grace, reason), NODE_START_TIMEOUT_S + grace
+            )
         except LinkDown as exc:
-            problems.append(exc.message)
+            stopped.problems.append(exc.message)
+            stopped.unreached.append(host)
             return
         for line in result.stdout.splitlines():
             if line.strip():
                 say(f"  {host}: {line}")
-        if result.exit_status != 0:
-            problems.append(f"host {host}: `ddconsole down` failed: {_last_line(result)}")
+        problem = node_down_problem(host, result)
+        if problem is not None:
+            stopped.problems.append(problem)
 
     await asyncio.gather(*(on_host(host, ids) for host, ids in targets.items() if ids))
-    return problems
+    return stopped
 
 
 def restart(path: Path, *, grace: float, timeout_s: float | None, say: Say) -> GangStarted:
@@ -448,7 +486,7 @@ async def _restart(
             save(path, gang)
         # The old supervisor is gone before the file reads as running again: it must not
         # take the stopped nodes for a failure of the new gang.
-        await _end_watcher(gang.watcher_pid)
+        await _end_watcher(gang.watcher_pid, path)
         # Every node its host still lists: a running one is stopped, an ended one forgotten
         # there (its leftover processes stopped first), as `down` does.
         targets = {
@@ -456,12 +494,13 @@ async def _restart(
             for host in gang.hosts
         }
         say(f"stopping {gang.id} on {', '.join(gang.hosts)}")
-        problems = await _stop_on_hosts(links, targets, grace, "restart", say)
-        if problems:
+        stopped = await _stop_on_hosts(links, targets, grace, "restart", say)
+        if stopped.problems:
             raise ConsoleError(
-                f"{gang.id}: not every node was reached, so it was not started again: "
-                + "; ".join(problems),
-                hint=f"`{dd} down {gang.id}` once the hosts answer, then `restart` or `up`",
+                f"{gang.id} was not started again: {'; '.join(stopped.problems)}",
+                hint=f"`{dd} down {gang.id}`"
+                + (" once the hosts answer" if stopped.unreached else "")
+                + ", then `restart` or `up`",
             )
         await _wait_ended(links, gang, ENDED_TIMEOUT_S + grace)
         gang.head_url = ""
@@ -476,14 +515,15 @@ async def _restart(
         await links.close()
 
 
-async def _end_watcher(pid: int | None) -> None:
-    """SIGTERM the supervisor and wait until it is gone (SIGKILL if it lingers)."""
+async def _end_watcher(pid: int | None, path: Path) -> None:
+    """SIGTERM the supervisor of the gang whose file is `path` and wait until it is gone
+    (SIGKILL if it lingers)."""
     import os
     import signal
 
-    end_watcher(pid)
+    end_watcher(pid, path)
     deadline = time.monotonic() + WATCHER_END_S
-    while watcher_alive(pid):
+    while watcher_alive(pid, path):
         if time.monotonic() > deadline - WATCHER_END_S / 2 and pid is not None:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)

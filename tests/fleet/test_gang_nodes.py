@@ -3,21 +3,45 @@ node's plan carries its rank, the gang's hosts and the head's rendezvous address
 `--nnodes`, `--node-rank`, `--dist-init-addr`: sglang 0.5.23
 srt/arg_groups/fields/parallel.py:32-44), the supervisor's reason uses gang.py's words, and
 the gang file keeps the request `restart` starts again (an older file without it loads, and
-its restart is refused with what to do)."""
+its restart is refused with what to do). Then the gang's down and restart: only restart
+sends the nodes `--stop-reason` (an older node host refusing it is named as such), a prefix
+that starts both a gang and a server here is refused as ambiguous, and a supervisor is
+stopped only when its command line names this gang's file."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+import pytest
+
+from console.cli import cmd_servers
 from console.cli.cmd_plan import make_plan
 from console.cli.services import Services
 from console.core.paths import StatePaths
-from console.fleet.gang_file import GangFile, GangNode, gang_path, load, save
+from console.fleet import gang_up
+from console.fleet.gang_file import (
+    WATCH_MODULE,
+    GangFile,
+    GangNode,
+    end_watcher,
+    gang_path,
+    load,
+    save,
+    watcher_alive,
+)
 from console.fleet.gang_up import request_of
 from console.fleet.gang_watch import ended_on_its_own, reason_for
+from console.fleet.link import RemoteResult
 from console.topology.nodes import node_plan
+from tests.fleet.gangworld import wait_for
+from tests.tui.made_servers import gone_pid, write_server
 
 
 def test_nodes_flag_needs_as_many_hosts_as_the_layout_has_nodes(cli) -> None:
@@ -124,3 +148,132 @@ def test_an_older_gang_file_loads_and_its_restart_is_refused(cli) -> None:
         "tp16-2node --nodes alpha,beta` again"
     ) in result.err
     assert load(path) == gang
+
+
+def _down_parsed(args: list[str]) -> argparse.Namespace:
+    """`args` as the real `ddconsole down` parser reads them."""
+    parser = argparse.ArgumentParser()
+    cmd_servers.register(parser.add_subparsers(), argparse.ArgumentParser(add_help=False))
+    return parser.parse_args(args)
+
+
+# What a node host on a ddconsole from before --stop-reason says to it.
+OLDER = "usage: ddconsole down ...\nddconsole down: error: unrecognized option '--stop-reason'\n"
+
+
+class _AnsweringLinks(gang_up.Links):
+    """Links whose hosts answer each `ddconsole ARGS` with a fixed result, the args kept."""
+
+    answers: ClassVar[dict[str, RemoteResult]] = {}
+    calls: ClassVar[list[tuple[str, list[str]]]] = []
+
+    async def run(self, host: str, args: Sequence[str], timeout_s: float) -> RemoteResult:
+        type(self).calls.append((host, list(args)))
+        return type(self).answers[host]
+
+
+def test_only_restart_sends_the_stop_reason_to_the_nodes() -> None:
+    down = _down_parsed(gang_up.node_down_args(["g", "g.node1"], 5.0, None))
+    assert (down.ids, down.gang_node, down.grace, down.stop_reason) == (
+        ["g", "g.node1"],
+        True,
+        5.0,
+        None,
+    )
+    restart = _down_parsed(gang_up.node_down_args(["g"], 5.0, "restart"))
+    assert (restart.ids, restart.gang_node, restart.stop_reason) == (["g"], True, "restart")
+
+
+async def test_down_of_a_gang_stops_nodes_on_an_older_ddconsole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gang = GangFile.from_json({**OLD_FILE, "variant": "off", "watcher_pid": None})
+    path = tmp_path / "gangs" / f"{gang.id}.json"
+    save(path, gang)
+    stopped = RemoteResult(0, f"{gang.id}: stopped (SIGTERM, 1.0 s)\n", "")
+    monkeypatch.setattr(_AnsweringLinks, "answers", {"alpha": stopped, "beta": stopped})
+    monkeypatch.setattr(_AnsweringLinks, "calls", [])
+    monkeypatch.setattr(gang_up, "Links", _AnsweringLinks)
+    said: list[str] = []
+    done = await gang_up._down(gang, path, [], grace=5.0, forget=False, say=said.append)
+    assert done == {"id": gang.id, "result": "stopped", "hosts": ["alpha", "beta"]}
+    # The plain down sends no --stop-reason, which a node host's older ddconsole refuses.
+    assert sorted(_AnsweringLinks.calls) == [
+        ("alpha", ["down", gang.id, "--gang-node", "--grace", "5.0"]),
+        ("beta", ["down", f"{gang.id}.node1", "--gang-node", "--grace", "5.0"]),
+    ]
+    assert load(path).ended_wall is not None
+
+
+async def test_a_restart_refused_by_an_older_host_or_not_clean_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    answers = {
+        "alpha": RemoteResult(2, "", OLDER),
+        "beta": RemoteResult(1, "g.node1: stopped (SIGTERM); port 30000 still held\n", ""),
+    }
+    monkeypatch.setattr(_AnsweringLinks, "answers", answers)
+    monkeypatch.setattr(_AnsweringLinks, "calls", [])
+    links = _AnsweringLinks([], True)
+    said: list[str] = []
+    targets = {"alpha": ["g"], "beta": ["g.node1"]}
+    stopped = await gang_up._stop_on_hosts(links, targets, 5.0, "restart", said.append)
+    assert sorted(stopped.problems) == [
+        "host alpha: the ddconsole on alpha is older and has no --stop-reason; nothing was "
+        "stopped there",
+        "host beta: `ddconsole down` exited 1 (see its lines)",
+    ]
+    assert stopped.unreached == []
+    assert said == ["  beta: g.node1: stopped (SIGTERM); port 30000 still held"]
+
+
+def test_a_prefix_of_a_gang_and_a_server_here_is_ambiguous(cli) -> None:
+    services = Services.create(demo=True)
+    pid, ticks = gone_pid()
+    # The only local record, ended: the refusal must come before anything reads it.
+    write_server(
+        services,
+        "kimi-k2.6-tp8-1",
+        (0,),
+        launched_wall=1.0,
+        pid=pid,
+        start_ticks=ticks,
+        ended_wall=2.0,
+    )
+    path = gang_path(services.state, OLD_FILE["id"])
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({**OLD_FILE, "variant": "off", "watcher_pid": None}))
+    for verb in ("restart", "down"):
+        result = cli("--demo", verb, "kimi-k2.6-tp")
+        assert result.code == 2, result
+        assert (
+            "ambiguous id 'kimi-k2.6-tp': the multi-node server kimi-k2.6-tp16-2node-1 and the "
+            "server kimi-k2.6-tp8-1 here"
+        ) in result.err
+    assert load(path).stop_requested_wall is None
+    assert "kimi-k2.6-tp8-1" in services.manager().records.ids()
+
+
+def test_a_supervisor_is_ours_only_with_this_gangs_file(tmp_path: Path) -> None:
+    mine = tmp_path / "gangs" / "mine.json"
+    other = tmp_path / "gangs" / "other.json"
+    other.parent.mkdir()
+    # Another gang's supervisor, as a reused pid would find it: its module, its own file
+    # (given relative to its working folder).
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", WATCH_MODULE, "gangs/other.json"],
+        cwd=tmp_path,
+    )
+    try:
+        wait_for(
+            lambda: watcher_alive(proc.pid) or None, 10, "the process to show its command line"
+        )
+        assert watcher_alive(proc.pid, other)
+        assert not watcher_alive(proc.pid, mine)
+        end_watcher(proc.pid, mine)
+        assert proc.poll() is None
+        end_watcher(proc.pid, other)
+        assert proc.wait(10) == -signal.SIGTERM
+    finally:
+        proc.kill()
+        proc.wait()
