@@ -36,8 +36,9 @@ def gang_world(ssh_world: SshWorld) -> Iterator[SshWorld]:
     yield ssh_world
     paths = StatePaths.for_mode(True)
     for gang in gang_ids(paths):
-        pid = load(gang_path(paths, gang)).watcher_pid
-        if watcher_alive(pid):
+        path = gang_path(paths, gang)
+        pid = load(path).watcher_pid
+        if watcher_alive(pid, path):
             assert pid is not None
             os.kill(pid, signal.SIGKILL)
     # This host first (its `down --all` stops its gangs on every host), then the others.
