@@ -8,6 +8,7 @@ being looked at. `DiskRuns` serves both to a front end (the live TUI backend, sn
 from __future__ import annotations
 
 import json
+import math
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,9 +19,12 @@ from console.core.errors import ConsoleError
 
 
 def _number(data: dict[str, object], name: str) -> float | None:
+    """A finite number, else None: another host's JSON may say `Infinity`, `NaN` or
+    `1e999`, which no duration or rate can be formatted from."""
     value = data.get(name)
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
+        number = float(value)
+        return number if math.isfinite(number) else None
     return None
 
 
@@ -156,10 +160,7 @@ class Progress:
         cell, server = data.get("cell"), data.get("server")
 
         def number(name: str) -> float | None:
-            value = data.get(name)
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                return float(value)
-            return None
+            return _number(data, name)
 
         return cls(
             cell=None if cell is None else str(cell),
@@ -238,7 +239,6 @@ class RunRow:
             return value if isinstance(value, int) else 0
 
         run_id = str(data.get("run_id") or "?")
-        created = data.get("created_wall")
         return cls(
             run_id=run_id,
             path=Path(str(data.get("run_dir") or run_id)),
@@ -247,7 +247,7 @@ class RunRow:
             status=str(data.get("status") or "unknown"),
             cells_done=count("cells_done"),
             cells=count("cells"),
-            created_wall=float(created) if isinstance(created, int | float) else None,
+            created_wall=_number(data, "created_wall"),
             progress=Progress.from_json(data.get("progress")),
             error=text("error"),
         )

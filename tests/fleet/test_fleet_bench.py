@@ -99,9 +99,9 @@ async def test_g_on_another_hosts_server_benchmarks_it_there(ssh_world: SshWorld
         assert key is not None
         run_id = key.removeprefix("alpha/")
         assert _rows(table)[key][0] == "alpha"
-        assert any(k.startswith("beta//") for k in _rows(table))  # beta's note
+        await until(pilot, lambda: "beta//error" in _rows(table), 30, "beta's note")
         # Selected once listed (it was started here), and followed to its levels read there.
-        assert screen._selected_run() == key
+        await until(pilot, lambda: screen._selected_run() == key, 30, "the run followed")
         await until(
             pilot,
             lambda: "on host alpha" in _levels(screen) and "[done]" in _levels(screen),

@@ -8,6 +8,9 @@ command run there, then reports the failed start with the command to run by hand
 from __future__ import annotations
 
 import json
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,10 +21,10 @@ from textual.widgets import DataTable, OptionList, Static
 
 from console.bench.listing import list_runs
 from console.cli.services import Services
-from console.core.net import free_port
 from console.fleet.fleet import Fleet
 from console.fleet.hosts import LOCAL_HOST, Host
 from console.tui.app import ConsoleApp
+from console.tui.screens import bench
 from console.tui.screens.bench import BenchScreen
 from console.tui.screens.modals import ConfirmScreen
 from tests.tui.conftest import settle, until
@@ -38,12 +41,34 @@ def _keys(table: DataTable[object]) -> list[str]:
     ]
 
 
+@contextmanager
+def refused_port() -> Iterator[int]:
+    """A port that refuses connections while held: bound here and never listening, so no
+    other test (xdist worker) can be given it and answer there."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield int(sock.getsockname()[1])
+
+
+def unreachable_alpha(port: int) -> Fleet:
+    """A fleet whose alpha gave a reading (as `ddconsole --demo metrics --json` prints it,
+    with one ready server) but whose SSH port refuses."""
+    fleet = Fleet([LOCAL_HOST, Host("alpha", f"tester@127.0.0.1:{port}")])
+    assert fleet._take(fleet._hosts["alpha"], json.dumps(reading()))
+    return fleet
+
+
 async def test_another_hosts_target_and_runs_without_a_link(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # alpha answers its reading but nothing else: its SSH port is closed.
-    fleet = Fleet([LOCAL_HOST, Host("alpha", f"tester@127.0.0.1:{free_port()}")])
-    assert fleet._take(fleet._hosts["alpha"], json.dumps(reading()))
+    with refused_port() as port:
+        await _without_a_link(monkeypatch, unreachable_alpha(port))
+
+
+async def _without_a_link(monkeypatch: pytest.MonkeyPatch, fleet: Fleet) -> None:
+    # alpha answers its reading but nothing else. Its first listing is its only one: rows
+    # set below are not replaced by a later one.
+    monkeypatch.setattr(bench, "REMOTE_EVERY_S", 3600.0)
     backend = Services.create(demo=True).live_backend(recordings=None)
     backend.fleet = fleet
     app = ConsoleApp(backend, mode="bench")

@@ -61,6 +61,7 @@ from console.tui.bench_hosts import (
     remote_targets,
 )
 from console.tui.from_thread import call_live
+from console.tui.remote_calls import remote_calls
 from console.tui.remote_rows import parse_key, remote_hosts
 from console.tui.screens.cells import CellsChoice, CellsScreen, parse_positive_ints
 from console.tui.screens.find import FIND_BINDINGS, FindScreen
@@ -77,6 +78,7 @@ from console.tui.views import ServerView
 from console.tui.widgets.filter_bar import FilterBar
 from console.tui.widgets.finder import FindRow
 from console.tui.widgets.run_tables import distinct_names, rows_table
+from console.tui.worker_notice import noticed
 
 if TYPE_CHECKING:
     from console.fleet.fleet import Fleet
@@ -159,9 +161,15 @@ class BenchScreen(FindScreen):
         self._fetching: set[str] = set()
         self._fetched_at: dict[str, float] = {}
         self._summaries = SummaryCache()
-        self._remote_shown: tuple[str, RowStamp | None] | None = None
-        """The remote run whose levels are shown (or being read), with its row's stamp
-        (None: to be read again, its levels still shown meanwhile)."""
+        self._remote_shown: tuple[str, RowStamp] | None = None
+        """The remote run whose levels are shown (or being read), with its row's stamp."""
+        self._remote_reading: tuple[str, int] | None = None
+        """The remote run whose levels are being read, with that read's number: one read
+        per run at a time, never cancelled by its host's listing moving."""
+        self._reads = 0
+        self._remote_failed: tuple[str, RowStamp] | None = None
+        """The remote run (and row stamp) whose last read failed: read again once its row
+        or its host's listing changes, not on every redraw."""
 
     def compose_body(self) -> ComposeResult:
         with Horizontal(id="top"):
@@ -444,7 +452,11 @@ class BenchScreen(FindScreen):
                 continue
             self._fetched_at[name] = now
             self._fetching.add(name)
-            self.run_worker(self._list_host(fleet, name), group=f"bench-host-{name}")
+            self.run_worker(
+                noticed(self, self._list_host(fleet, name), f"listing the runs on {name}"),
+                group=f"bench-host-{name}",
+                exit_on_error=False,
+            )
 
     async def _list_host(self, fleet: Fleet, name: str) -> None:
         try:
@@ -456,9 +468,9 @@ class BenchScreen(FindScreen):
         same = listed.same_rows(self.remote.get(name))
         self.remote[name] = listed  # kept even when unchanged: its time says how old it is
         if not same:
-            shown = self._remote_shown
-            if shown is not None and split_key(shown[0])[0] == name:
-                self._remote_shown = (shown[0], None)  # read again: a failed read may now pass
+            failed = self._remote_failed
+            if failed is not None and split_key(failed[0])[0] == name:
+                self._remote_failed = None  # read again: a failed read may now pass
             self._show_runs(self.runs, force=True)
 
     def _remote_row(self, host: str, run_id: str) -> RunRow | None:
@@ -480,37 +492,52 @@ class BenchScreen(FindScreen):
             return
         stamp = row_stamp(row)
         cached = self._summaries.get(host, run_id, stamp)
-        reading = self._remote_shown == (key, stamp)
         moved = self._remote_shown is None or self._remote_shown[0] != key
         self._remote_shown = (key, stamp)
         if cached is not None:
             # Drawn again: its host may have gone stale or come back since.
             self._show_levels(self._remote_view(host, cached, row))
             return
-        if reading:
-            return  # being read for its row as it is now
+        if self._remote_reading is not None and self._remote_reading[0] == key:
+            return  # its read goes on; once it is in, a row that moved since is read again
+        if self._remote_failed == (key, stamp):
+            return  # said why; read again when its row or its host's listing changes
         fleet = other_fleet(self.backend)
         if fleet is None:
             self._show_levels(Text(f"{host}: {run_id}: the fleet no longer runs", style="red"))
             return
         if moved:  # another run than the one shown: not its old levels while it is read
             self._show_levels(Text(f"reading {run_id} on {host}…", style="dim"))
-        self._read_remote(fleet, key, host, run_id, stamp)
+        self._reads += 1
+        self._remote_reading = (key, self._reads)
+        self._read_remote(fleet, key, host, run_id, stamp, self._reads)
 
     @work(exclusive=True, group="bench-remote-levels", exit_on_error=False)
     async def _read_remote(
-        self, fleet: Fleet, key: str, host: str, run_id: str, stamp: RowStamp
+        self, fleet: Fleet, key: str, host: str, run_id: str, stamp: RowStamp, number: int
     ) -> None:
+        """Read one remote run's levels (a read of another run cancels it: exclusive)."""
         try:
             summary = await fetch_summary(fleet, host, run_id)
         except RemoteRunError as exc:
-            if self._remote_shown == (key, stamp) and self._selected_run() == key:
+            self._remote_failed = (key, stamp)
+            if self._shows(key):
                 self._show_levels(Text(f"{host}: {run_id}: {exc.message}", style="red"))
             return
+        finally:
+            if self._remote_reading == (key, number):
+                self._remote_reading = None
         self._summaries.put(host, run_id, stamp, summary)
-        row = self._remote_row(host, run_id)
-        if self._remote_shown == (key, stamp) and self._selected_run() == key:
+        if self._shows(key):
+            row = self._remote_row(host, run_id)
             self._show_levels(self._remote_view(host, summary, row))
+            if row is not None and row_stamp(row) != stamp:
+                self._open_remote(key, host, run_id)  # it moved while read: read it again
+
+    def _shows(self, key: str) -> bool:
+        """Whether row `key` is selected and its levels are the ones shown."""
+        shown = self._remote_shown
+        return shown is not None and shown[0] == key and self._selected_run() == key
 
     def _remote_view(self, host: str, summary: RunSummary, row: RunRow | None) -> Group:
         """A remote run's levels under the host it runs on (and why it is as last read)."""
@@ -708,10 +735,23 @@ class BenchScreen(FindScreen):
 
         self._confirm_then(ask, lambda: self._start_remote(host, request))
 
+    def _start_remote(self, host: str, request: BenchRequest) -> None:
+        """Start the benchmark there; q asks first while it runs (quitting would end it)."""
+        remote_calls(self.app).start(host, request.server_id or "-", "bench")
+        self._start_remote_work(host, request)
+
     @work(group="bench-start", exit_on_error=False)
-    async def _start_remote(self, host: str, request: BenchRequest) -> None:
-        fleet = other_fleet(self.backend)
+    async def _start_remote_work(self, host: str, request: BenchRequest) -> None:
         what = f"benchmark of {request.server_id} on {host}"
+        try:
+            await self._start_remote_body(host, request, what)
+        except Exception as exc:  # the worker must report, not end silently
+            self.notify(f"{what}: {type(exc).__name__}: {exc}", severity="error", timeout=10)
+        finally:
+            remote_calls(self.app).end(host, request.server_id or "-")
+
+    async def _start_remote_body(self, host: str, request: BenchRequest, what: str) -> None:
+        fleet = other_fleet(self.backend)
         if fleet is None:
             self.notify(f"{what}: the fleet no longer runs", severity="error")
             return
@@ -726,6 +766,7 @@ class BenchScreen(FindScreen):
         self.notify(f"{what}: {started.message}")
         self._follow = remote_key(host, started.run_id)
         self._fetched_at.pop(host, None)  # listed again now, then closely while it runs
+        self._show_runs(self.runs)  # selected now when a listing in flight had it already
         self._remote_tick()
 
     def _campaign_note(self) -> str:
@@ -837,6 +878,7 @@ class BenchScreen(FindScreen):
 
         def confirmed(yes: bool | None) -> None:
             if yes and host is not None:
+                remote_calls(self.app).start(host, row.run_id, "runs stop")  # q asks first
                 self._stop_remote(host, row.run_id)
             elif yes:
                 self._stop_run(row.run_id)
@@ -851,6 +893,18 @@ class BenchScreen(FindScreen):
 
     @work(group="bench-stop", exit_on_error=False)
     async def _stop_remote(self, host: str, run_id: str) -> None:
+        try:
+            await self._stop_remote_body(host, run_id)
+        except Exception as exc:  # the worker must report, not end silently
+            self.notify(
+                f"stop {run_id} on {host}: {type(exc).__name__}: {exc}",
+                severity="error",
+                timeout=10,
+            )
+        finally:
+            remote_calls(self.app).end(host, run_id)
+
+    async def _stop_remote_body(self, host: str, run_id: str) -> None:
         fleet = other_fleet(self.backend)
         if fleet is None:
             self.notify(f"stop {run_id} on {host}: the fleet no longer runs", severity="error")

@@ -59,6 +59,7 @@ from console.tui.widgets.filter_bar import FilterBar
 from console.tui.widgets.finder import FindRow
 from console.tui.widgets.run_plot import PARETO_NOTE, RunPlot
 from console.tui.widgets.run_tables import compare_view, distinct_names, summary_view
+from console.tui.worker_notice import noticed
 
 if TYPE_CHECKING:
     from console.fleet.fleet import Fleet
@@ -272,7 +273,11 @@ class RunsScreen(FindScreen):
                 continue
             self._fetched_at[name] = now
             self._fetching.add(name)
-            self.run_worker(self._list_host(fleet, name), group=f"runs-host-{name}")
+            self.run_worker(
+                noticed(self, self._list_host(fleet, name), f"listing the runs on {name}"),
+                group=f"runs-host-{name}",
+                exit_on_error=False,
+            )
 
     async def _list_host(self, fleet: Fleet, name: str) -> None:
         try:
