@@ -8,7 +8,11 @@ side runs in a child process of its own: a `Fleet` streaming every host's
 view holds. Its CPU seconds per wall second, resident memory and event-loop lag are taken
 over a measurement window once every host reads `up` with both servers ready.
 
-    python bench/fleet_cost.py [--hosts 1,4,8] [--seconds 30]
+With `--tui` the console side is the whole console instead (headless, 200x50, the demo's own
+host plus the fleet it starts from hosts.toml): the same figures, with the screens drawn, and
+how long a key takes to switch between the Fleet and Dashboard screens while it runs.
+
+    python bench/fleet_cost.py [--hosts 1,4,8] [--seconds 30] [--tui]
 """
 
 from __future__ import annotations
@@ -23,15 +27,18 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
-import asyncssh
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# As console.fleet.link does: asyncssh's import warns of DSA, which nothing here uses.
+warnings.filterwarnings("ignore", message="DSA is deprecated")
 
-from bench.common import update_results
-from console.core.net import free_port
-from tests.fleet.conftest import DDCONSOLE, FakeHost, LoopThread, _host_env
+import asyncssh  # noqa: E402
+
+from bench.common import update_results  # noqa: E402
+from console.core.net import free_port  # noqa: E402
+from tests.fleet.conftest import DDCONSOLE, FakeHost, LoopThread, _host_env  # noqa: E402
 
 SERVERS_PER_HOST = 2
 
@@ -96,6 +103,73 @@ async def console_side(seconds: float, settle_s: float) -> dict[str, float]:
         "stale": len(stale),
         "series": series,
         "store_mib": store_bytes / 2**20,
+    }
+
+
+async def tui_side(seconds: float, settle_s: float) -> dict[str, float]:
+    """The whole console, headless: it starts its fleet from hosts.toml as it does for a user;
+    measured once every host reads `up` with its servers ready, flipping between the Fleet
+    and Dashboard screens (h, d) every 2 s as someone watching would."""
+    from console.cli.services import Services
+    from console.tui.app import ConsoleApp
+
+    backend = Services.create(demo=True).live_backend(recordings=None)
+    app = ConsoleApp(backend, mode="fleet", refresh_s=1.0)
+    async with app.run_test(size=(200, 50)) as pilot:
+        deadline = time.monotonic() + settle_s
+        while True:
+            fleet = backend.fleet_now()
+            summaries = fleet.summaries() if fleet is not None else []
+            others = [s for s in summaries if s.name != "local"]
+            ready = [s for s in others if s.state == "up" and s.servers_ready >= SERVERS_PER_HOST]
+            if len(ready) == len(others):  # no other host: the console alone, as a baseline
+                break
+            if time.monotonic() > deadline:
+                states = {s.name: (s.state, s.reason, s.servers_ready) for s in summaries}
+                raise SystemExit(f"hosts not ready within {settle_s:g} s: {states}")
+            await asyncio.sleep(0.5)
+        readings_before = fleet.version if fleet is not None else 0
+        renders_before = app.renders
+        cpu_before = time.process_time()
+        wall_before = time.monotonic()
+        lags: list[float] = []
+        keys: list[float] = []
+        next_key = wall_before + 2.0
+        mode = "fleet"
+        while time.monotonic() - wall_before < seconds:
+            if time.monotonic() >= next_key:
+                mode = "dashboard" if mode == "fleet" else "fleet"
+                pressed = time.monotonic()
+                await pilot.press("d" if mode == "dashboard" else "h")
+                while app.current_mode != mode:
+                    await asyncio.sleep(0.001)
+                await pilot.pause()
+                keys.append(time.monotonic() - pressed)
+                next_key = time.monotonic() + 2.0
+            asked = time.monotonic()
+            await asyncio.sleep(0.1)
+            lags.append(time.monotonic() - asked - 0.1)
+        wall = time.monotonic() - wall_before
+        cpu = time.process_time() - cpu_before
+        updates = (fleet.version if fleet is not None else 0) - readings_before
+        renders = app.renders - renders_before
+        summaries = fleet.summaries() if fleet is not None else []
+        stale = [s.name for s in summaries if s.name != "local" and s.state != "up"]
+        rss = rss_mib()
+    lags.sort()
+    keys.sort()
+    return {
+        "hosts": len(others),
+        "cpu_share": cpu / wall,
+        "rss_mib": rss,
+        "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "lag_p50_ms": statistics.median(lags) * 1000,
+        "lag_p99_ms": lags[int(0.99 * (len(lags) - 1))] * 1000,
+        "key_p50_ms": statistics.median(keys) * 1000,
+        "key_max_ms": keys[-1] * 1000,
+        "updates_per_s": updates / wall,
+        "renders_per_s": renders / wall,
+        "stale": len(stale),
     }
 
 
@@ -164,7 +238,7 @@ def host_servers(host: FakeHost, action: str) -> None:
             raise SystemExit(f"{host.name}: ddconsole {' '.join(args)}: {done.stderr[-800:]}")
 
 
-def measure(count: int, seconds: float) -> dict[str, float]:
+def measure(count: int, seconds: float, tui: bool) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="fleet-cost-") as tmp:
         root = Path(tmp)
         thread = LoopThread()
@@ -179,7 +253,12 @@ def measure(count: int, seconds: float) -> dict[str, float]:
                 "XDG_STATE_HOME": str(root / "client-state"),
             }
             done = subprocess.run(
-                [sys.executable, __file__, "--console", str(seconds)],
+                [
+                    sys.executable,
+                    __file__,
+                    "--tui-console" if tui else "--console",
+                    str(seconds),
+                ],
                 env=env,
                 capture_output=True,
                 text=True,
@@ -197,22 +276,56 @@ def measure(count: int, seconds: float) -> dict[str, float]:
             thread.close()
 
 
+def tui_table(rows: list[dict[str, float]], seconds: float) -> str:
+    lines = [
+        "`python bench/fleet_cost.py --tui` (the whole console, headless at 200x50, as a user",
+        "starts it with hosts.toml naming the fake hosts: its own demo host plus the fleet it",
+        "starts; each host a fake asyncssh host with a simulated 8-GPU demo box and two",
+        f"single-GPU servers; measured over {seconds:g} s once every host read `up`, switching",
+        "between the Fleet and Dashboard screens every 2 s). KEY is a press of `h` or `d` until",
+        "the other screen is shown, through Textual's test pilot, whose own waits are most of",
+        "it: compare its rows with the 0-host row, not with bench/tui.py's terminal figure.",
+        "Hosts, servers and the console share this 2-core machine.",
+        "",
+        "| hosts | console CPU | RSS | loop lag p50 / p99 | key p50 / max | renders/s"
+        " | readings/s | stale | load |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {int(row['hosts'])} | {row['cpu_share'] * 100:.1f}% | {row['rss_mib']:.0f} MiB"
+            f" | {row['lag_p50_ms']:.1f} / {row['lag_p99_ms']:.1f} ms"
+            f" | {row['key_p50_ms']:.0f} / {row['key_max_ms']:.0f} ms"
+            f" | {row['renders_per_s']:.1f} | {row['updates_per_s']:.1f} | {int(row['stale'])}"
+            f" | {row['load']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--hosts", default="1,4,8", help="host counts to measure")
     parser.add_argument("--seconds", type=float, default=30.0, help="measurement window")
+    parser.add_argument("--tui", action="store_true", help="the whole console, headless")
     parser.add_argument("--console", type=float, help=argparse.SUPPRESS)
+    parser.add_argument("--tui-console", type=float, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.console is not None:
         print(json.dumps(asyncio.run(console_side(args.console, settle_s=300))))
         return
+    if args.tui_console is not None:
+        print(json.dumps(asyncio.run(tui_side(args.tui_console, settle_s=300))))
+        return
     rows = []
     for count in (int(c) for c in args.hosts.split(",")):
         load_before = os.getloadavg()[0]
-        figures = measure(count, args.seconds)
+        figures = measure(count, args.seconds, args.tui)
         figures["load"] = (load_before + os.getloadavg()[0]) / 2
         print(json.dumps(figures), flush=True)
         rows.append(figures)
+    if args.tui:
+        update_results("Fleet cost, whole console (issue 21)", tui_table(rows, args.seconds))
+        return
     lines = [
         "`python bench/fleet_cost.py` (the console side of a fleet: one `Fleet` streaming each",
         "host's `metrics --watch --json` once a second over its SSH link, each host's readings",
