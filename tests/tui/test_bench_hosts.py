@@ -24,7 +24,7 @@ from console.cli.services import Services
 from console.fleet.fleet import Fleet
 from console.fleet.hosts import LOCAL_HOST, Host
 from console.tui.app import ConsoleApp
-from console.tui.screens import bench
+from console.tui.screens import bench_remote
 from console.tui.screens.bench import BenchScreen
 from console.tui.screens.modals import ConfirmScreen
 from tests.tui.conftest import settle, until
@@ -68,7 +68,7 @@ async def test_another_hosts_target_and_runs_without_a_link(
 async def _without_a_link(monkeypatch: pytest.MonkeyPatch, fleet: Fleet) -> None:
     # alpha answers its reading but nothing else. Its first listing is its only one: rows
     # set below are not replaced by a later one.
-    monkeypatch.setattr(bench, "REMOTE_EVERY_S", 3600.0)
+    monkeypatch.setattr(bench_remote, "REMOTE_EVERY_S", 3600.0)
     backend = Services.create(demo=True).live_backend(recordings=None)
     backend.fleet = fleet
     app = ConsoleApp(backend, mode="bench")

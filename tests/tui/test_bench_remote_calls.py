@@ -28,8 +28,9 @@ from console.fleet.remote_bench import RemoteStart
 from console.fleet.remote_runs import HostRuns, RemoteRunError, parse_run_list
 from console.tui.app import ConsoleApp
 from console.tui.remote_calls import remote_calls
-from console.tui.screens import bench, runs
-from console.tui.screens.bench import BenchScreen, _progress_text, _status_text
+from console.tui.run_rows_format import progress_text, status_text
+from console.tui.screens import bench_remote, runs
+from console.tui.screens.bench import BenchScreen
 from console.tui.screens.modals import ConfirmScreen
 from tests.tui.conftest import settle, until
 from tests.tui.test_bench_hosts import FIXTURES, TARGET, _keys, refused_port, unreachable_alpha
@@ -63,8 +64,8 @@ def test_non_finite_numbers_from_another_host_read_as_unknown() -> None:
     assert parsed.progress is not None
     assert parsed.progress.updated_wall is None
     assert parsed.progress.run_eta_s is None
-    assert _progress_text(parsed.progress, parsed.level) == ("ddtree-b15 L1/1 3/8 40.0 tok/s")
-    assert _status_text(parsed, narrow=True).plain == "▶3/8"
+    assert progress_text(parsed.progress, parsed.level) == ("ddtree-b15 L1/1 3/8 40.0 tok/s")
+    assert status_text(parsed, narrow=True).plain == "▶3/8"
 
 
 def _notes(app: ConsoleApp, monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -101,9 +102,9 @@ async def test_remote_levels_calls_and_follow_on_bench(
 ) -> None:
     # alpha's listing changes on every read (a run there is running) and is read every
     # tick; the first one fails unexpectedly.
-    monkeypatch.setattr(bench, "REMOTE_TICK_S", 0.1)
-    monkeypatch.setattr(bench, "REMOTE_EVERY_S", 0.1)
-    monkeypatch.setattr(bench, "REMOTE_RUNNING_EVERY_S", 0.1)
+    monkeypatch.setattr(bench_remote, "REMOTE_TICK_S", 0.1)
+    monkeypatch.setattr(bench_remote, "REMOTE_EVERY_S", 0.1)
+    monkeypatch.setattr(bench_remote, "REMOTE_RUNNING_EVERY_S", 0.1)
     listings = {"n": 0, "moving": True}
 
     async def fetch_runs(_: Fleet, host: str, *__: Any, **___: Any) -> HostRuns:
@@ -126,8 +127,8 @@ async def test_remote_levels_calls_and_follow_on_bench(
             raise RemoteRunError("not asked for here")
         return summary
 
-    monkeypatch.setattr(bench, "fetch_runs", fetch_runs)
-    monkeypatch.setattr(bench, "fetch_summary", fetch_summary)
+    monkeypatch.setattr(bench_remote, "fetch_runs", fetch_runs)
+    monkeypatch.setattr(bench_remote, "fetch_summary", fetch_summary)
     with refused_port() as port:
         fleet = unreachable_alpha(port)
         backend = Services.create(demo=True).live_backend(recordings=None)
