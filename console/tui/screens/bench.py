@@ -43,12 +43,7 @@ from console.tui.backend import ActionRefused, Backend
 from console.tui.bench_hosts import other_fleet
 from console.tui.from_thread import call_live
 from console.tui.remote_rows import parse_key
-from console.tui.run_rows_format import now_line, progress_text, status_text
-from console.tui.screens.bench_remote import RECENT_RUNS, BenchHosts
-from console.tui.screens.cells import CellsChoice, CellsScreen, parse_positive_ints
-from console.tui.screens.find import FIND_BINDINGS
-from console.tui.screens.modals import ConfirmScreen
-from console.tui.screens.runs import (
+from console.tui.remote_run_list import (
     NOTE,
     host_notes,
     remote_key,
@@ -56,6 +51,11 @@ from console.tui.screens.runs import (
     stale_line,
     stale_status,
 )
+from console.tui.run_rows_format import now_line, progress_text, status_text
+from console.tui.screens.bench_remote import RECENT_RUNS, BenchHosts
+from console.tui.screens.cells import CellsChoice, CellsScreen, parse_positive_ints
+from console.tui.screens.find import FIND_BINDINGS
+from console.tui.screens.modals import ConfirmScreen
 from console.tui.widgets.filter_bar import FilterBar
 from console.tui.widgets.finder import FindRow
 from console.tui.widgets.run_tables import distinct_names, rows_table

@@ -47,9 +47,9 @@ from console.tui.bench_hosts import (
 )
 from console.tui.remote_calls import remote_calls
 from console.tui.remote_rows import parse_key, remote_hosts
+from console.tui.remote_run_list import host_notes, remote_key, split_key, stale_line
 from console.tui.run_rows_format import plain
 from console.tui.screens.find import FindScreen
-from console.tui.screens.runs import host_notes, remote_key, split_key, stale_line
 from console.tui.views import ServerView
 from console.tui.worker_notice import noticed
 

@@ -39,7 +39,6 @@ from console.bench.noise import RunErrors, run_errors
 from console.bench.plotdata import Pareto, Plot, RunPlots, run_folder_gpus, run_plots
 from console.bench.results import RunSummary
 from console.core.errors import ConsoleError
-from console.core.units import format_duration
 from console.fleet.hosts import LOCAL
 from console.fleet.remote_runs import (
     HostRuns,
@@ -52,6 +51,26 @@ from console.fleet.remote_runs import (
 )
 from console.tui.backend import Backend
 from console.tui.from_thread import call_live
+
+# Named here too: the Runs screen's tests import them from it (`as`: exported).
+from console.tui.remote_run_list import (
+    NOTE as NOTE,
+)
+from console.tui.remote_run_list import (
+    host_notes as host_notes,
+)
+from console.tui.remote_run_list import (
+    remote_key as remote_key,
+)
+from console.tui.remote_run_list import (
+    split_key as split_key,
+)
+from console.tui.remote_run_list import (
+    stale_line as stale_line,
+)
+from console.tui.remote_run_list import (
+    stale_status as stale_status,
+)
 from console.tui.screens.find import FIND_BINDINGS, FindScreen
 from console.tui.widgets.accept_hist import acceptance_view
 from console.tui.widgets.filled_table import fill_table
@@ -75,8 +94,6 @@ REMOTE_EVERY_S = 30.0
 REMOTE_TICK_S = 5.0
 """How often the screen checks whether a host's listing is due (the app refreshes a screen
 only when the backend's version moves, and a fleet of stale hosts moves nothing)."""
-NOTE = "//"
-"""Between a host and a note's name in a note row's key: no run id holds a `/`."""
 RUN_FILES = ("run.json", "summary.json", "levels.jsonl")
 """The files whose change means a run's detail is out of date."""
 
@@ -94,62 +111,6 @@ def run_files_stamp(root: Path, run_id: str) -> FileStamp:
         else:
             stamp.append((stat.st_mtime_ns, stat.st_size))
     return tuple(stamp)
-
-
-def remote_key(host: str, run_id: str) -> str:
-    """Another host's run's row key (a local run's is its id, which holds no `/`)."""
-    return f"{host}/{run_id}"
-
-
-def split_key(key: str) -> tuple[str | None, str]:
-    """(host, run id) of a row key, host None for a local run; a note row's "run id" is its
-    note's name after a `/`."""
-    host, slash, rest = key.partition("/")
-    return (host, rest) if slash else (None, key)
-
-
-def host_notes(runs: HostRuns | None, host: str) -> list[tuple[str, str, str]]:
-    """The rows a host's listing adds besides its runs: (key, short text, full text) for a
-    listing not read yet, one that failed, older runs not listed, entries that were not runs."""
-    if runs is None:
-        text = f"{host}: reading its runs…"
-        return [(f"{host}{NOTE}pending", text, text)]
-    notes = []
-    if runs.error is not None:
-        shown = f"{host}: {runs.error}"
-        kept = f"; its {len(runs.rows)} runs below are as last read" if runs.rows else ""
-        notes.append((f"{host}{NOTE}error", shown, shown + kept))
-    if runs.more:
-        notes.append(
-            (
-                f"{host}{NOTE}more",
-                f"{host}: {runs.more} older runs not listed",
-                f"{host} has {runs.more} runs older than the {len(runs.rows)} listed here: "
-                f"`ddconsole --host {host} runs list` lists every one",
-            )
-        )
-    if runs.skipped:
-        text = f"{host}: {runs.skipped} entries of its listing were not runs (skipped)"
-        notes.append((f"{host}{NOTE}skipped", text, text))
-    return notes
-
-
-def stale_line(runs: HostRuns | None, host: str, now: float) -> str | None:
-    """What a stale host's run detail says above its summary: why, and how old the
-    listing it was last read with is; None while the host's listing is current."""
-    if runs is None or runs.error is None:
-        return None
-    age = (
-        f", {format_duration(max(0.0, now - runs.listed_wall))} ago"
-        if runs.listed_wall is not None
-        else ""
-    )
-    return f"{host} is {runs.error}; this run is as last read{age}"
-
-
-def stale_status(status: str) -> str:
-    """A stale host's run's STATUS: as last read, marked."""
-    return f"{status} (stale)"
 
 
 class RunsScreen(FindScreen):
