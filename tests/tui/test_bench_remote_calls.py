@@ -25,14 +25,14 @@ from console.cli.services import Services
 from console.fleet import remote_bench
 from console.fleet.fleet import Fleet
 from console.fleet.remote_bench import RemoteStart
-from console.fleet.remote_runs import HostRuns, RemoteRunError, parse_run_list
+from console.fleet.remote_runs import HostRuns, parse_run_list
 from console.tui.app import ConsoleApp
 from console.tui.remote_calls import remote_calls
 from console.tui.run_rows_format import progress_text, status_text
 from console.tui.screens import bench_remote, runs
 from console.tui.screens.bench import BenchScreen
 from console.tui.screens.modals import ConfirmScreen
-from tests.tui.conftest import settle, until
+from tests.tui.conftest import until
 from tests.tui.test_bench_hosts import FIXTURES, TARGET, _keys, refused_port, unreachable_alpha
 from tests.unit.test_remote_rows import READY
 
@@ -123,8 +123,6 @@ async def test_remote_levels_calls_and_follow_on_bench(
     async def fetch_summary(_: Fleet, host: str, run_id: str) -> RunSummary:
         reads.append(run_id)
         await asyncio.sleep(1.0)  # longer than ten listings of alpha
-        if run_id != DONE.run_id:
-            raise RemoteRunError("not asked for here")
         return summary
 
     monkeypatch.setattr(bench_remote, "fetch_runs", fetch_runs)
@@ -182,7 +180,11 @@ async def _drive(
         return True, f"{host}: stopped {run_id}"
 
     monkeypatch.setattr(remote_bench, "stop_run", stop_run)
+    # The running run's levels are shown once read, then read again (its row moved).
+    before = reads.count(RUNNING)
     table.move_cursor(row=_keys(table).index(running))
+    await until(pilot, lambda: "on host alpha" in levels(), 30, "the running run's levels")
+    await until(pilot, lambda: reads.count(RUNNING) >= before + 2, 30, "it read again")
     await pilot.press("x")
     await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), 30, "the stop's ask")
     await pilot.press("y")
@@ -223,7 +225,8 @@ async def _drive(
     assert remote_calls(app).described() == []
 
     listings["moving"] = False  # the list is drawn no more: the start alone selects
-    await settle(pilot)
+    still = listings["n"]
+    await until(pilot, lambda: listings["n"] >= still + 3, 30, "alpha's listing still")
     monkeypatch.setattr(screen, "_load_runs", lambda: None)
     table.move_cursor(row=_keys(table).index(done))
     await pilot.press("g")

@@ -286,7 +286,9 @@ class BenchHosts(FindScreen):
             row = self._remote_row(host, run_id)
             self._show_levels(self._remote_view(host, summary, row))
             if row is not None and row_stamp(row) != stamp:
-                self._open_remote(key, host, run_id)  # it moved while read: read it again
+                # It moved while read: read again, once this read has ended (a read started
+                # from here would cancel this one, its group's).
+                self.call_later(self._open_remote, key, host, run_id)
 
     def _shows(self, key: str) -> bool:
         """Whether row `key` is selected and its levels are the ones shown."""
