@@ -206,8 +206,12 @@ async def call_ddconsole(
     """`ddconsole ARGS` on the host; RemoteRunError saying why it could not be run."""
     from console.fleet.link import STALE, LinkDown
 
-    reason = fleet.summary(host).reason
-    if fleet.link_state(host) == STALE and reason:
+    try:
+        reason = fleet.summary(host).reason
+        state = fleet.link_state(host)
+    except KeyError:  # the fleet was built again without it (hosts.toml changed)
+        raise RemoteRunError(f"{host} is not a host of this console's fleet") from None
+    if state == STALE and reason:
         # The fleet's stream reconnects; a call now would only wait on the same dead link.
         raise RemoteRunError(f"stale: {_reason(host, reason)}")
     try:

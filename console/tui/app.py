@@ -448,7 +448,8 @@ class ConsoleApp(App[None]):
                 "Quit while a call to another host is running?",
                 f"Still running: {calls}. It runs over this console's SSH connection: "
                 "quitting closes it and ends the call there midway (a restart may leave "
-                "its server stopped). Its answer comes in the Servers activity pane.",
+                "its server stopped). Its answer comes in the Servers activity pane (a "
+                "benchmark's start or stop there: as a notice).",
             ),
             answered,
         )

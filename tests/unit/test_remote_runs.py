@@ -142,3 +142,13 @@ def test_a_cached_summary_serves_only_the_row_it_was_read_for(listing: str, runs
     assert len(cache) == 2
     assert cache.get("alpha", OLDER, row_stamp(older)) is None
     assert cache.get("alpha", NEWER, row_stamp(newer)) is summary
+
+
+async def test_a_call_to_a_host_the_fleet_does_not_have_is_a_reason() -> None:
+    from console.fleet.fleet import Fleet
+    from console.fleet.hosts import LOCAL_HOST
+    from console.fleet.remote_runs import RemoteRunError, call_ddconsole
+
+    fleet = Fleet([LOCAL_HOST])
+    with pytest.raises(RemoteRunError, match="gone is not a host of this console's fleet"):
+        await call_ddconsole(fleet, "gone", ["runs", "list", "--json"], 5)
