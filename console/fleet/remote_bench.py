@@ -181,7 +181,7 @@ async def start_bench(fleet: Fleet, host: str, request: BenchRequest) -> RemoteS
         args, _ = bench_args(request)
     except ValueError as exc:
         return RemoteStart(False, str(exc))
-    hint = by_hand(host, *args[:-1])  # by hand: without --json, the CLI's own lines
+    hint = by_hand(host, *args[:-1], demo=fleet.demo)  # without --json: the CLI's own lines
     try:
         result = await call_ddconsole(fleet, host, args, START_TIMEOUT_S)
     except RemoteRunError as exc:
@@ -197,7 +197,7 @@ async def stop_run(fleet: Fleet, host: str, run_id: str) -> tuple[bool, str]:
     """Stop run `run_id` on `host` as Ctrl-C would: (stopped, the line saying how)."""
     if not valid_run_id(run_id):
         return False, f"{run_id[:100]!r} is not a run id"
-    hint = by_hand(host, "runs", "stop", run_id)
+    hint = by_hand(host, "runs", "stop", run_id, demo=fleet.demo)
     try:
         result = await call_ddconsole(fleet, host, stop_args(run_id), STOP_TIMEOUT_S)
     except RemoteRunError as exc:

@@ -14,7 +14,7 @@ import math
 import re
 import shlex
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from console.core.errors import ConsoleError
@@ -106,9 +106,10 @@ def _strings(value: object) -> list[str]:
     return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
 
 
-def by_hand(host: str, *args: str) -> str:
-    """The command a user runs to do it themselves: `ddconsole --host alpha down ID`."""
-    return "ddconsole " + shlex.join(["--host", host, *args])
+def by_hand(host: str, *args: str, demo: bool = False) -> str:
+    """The command a user runs to do it themselves: `ddconsole --host alpha down ID` (with
+    `--demo` first for a demo console: its hosts' servers are demo ones)."""
+    return "ddconsole " + shlex.join([*(["--demo"] if demo else []), "--host", host, *args])
 
 
 def _stderr_reason(result: RemoteResult) -> str:
@@ -227,7 +228,8 @@ async def _call(
     read: Callable[[str, str, RemoteResult], RemoteOutcome],
 ) -> RemoteOutcome:
     verb, server_id = args[0], args[-1]
-    hint = by_hand(host, verb, server_id)
+    demo = bool(getattr(runner, "demo", False))
+    hint = by_hand(host, verb, server_id, demo=demo)
     if not valid_server_id(server_id):
         # Never sent: an id like `--all` would be an option there (and `--` is no help
         # against a ddconsole too old to honour it).
@@ -243,11 +245,13 @@ async def _call(
             False, f"{verb} {server_id} on {host}: {type(exc).__name__}: {exc}", hint=hint
         )
     try:
-        return read(host, server_id, result)
+        outcome = read(host, server_id, result)
     except Exception as exc:  # another host's answer: whatever the reader trips on
         return RemoteOutcome(
             False, f"{verb} {server_id} on {host}: answer unreadable ({exc!r})"[:400], hint=hint
         )
+    # The readers name the command without the console's --demo; the hint is this call's.
+    return replace(outcome, hint=hint) if outcome.hint else outcome
 
 
 async def stop(runner: Runner, host: str, server_id: str) -> RemoteOutcome:

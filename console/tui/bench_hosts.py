@@ -59,17 +59,19 @@ def remote_targets(hosts: Sequence[RemoteHost]) -> list[Target]:
     return targets
 
 
-def campaign_note(host: str) -> str:
+def campaign_note(host: str, demo: bool = False) -> str:
     """What a campaign key says while another host's server is highlighted."""
     return (
         f"Campaigns run on this host only (not on {host}, whose server is highlighted); to "
-        f"run one there: {by_hand(host, 'campaign', 'FILE.toml', '--detach')}"
+        f"run one there: {by_hand(host, 'campaign', 'FILE.toml', '--detach', demo=demo)}"
     )
 
 
-def remote_bench_detail(host: str, args: Sequence[str], left: Sequence[str]) -> str:
+def remote_bench_detail(
+    host: str, args: Sequence[str], left: Sequence[str], demo: bool = False
+) -> str:
     """The confirmation's lines on where and how a benchmark runs on another host."""
-    lines = [f"It runs detached on {host}: {by_hand(host, *args)}"]
+    lines = [f"It runs detached on {host}: {by_hand(host, *args, demo=demo)}"]
     if left:
         lines.append(f"Not carried there: {', '.join(left)}.")
     lines.append("x on its row stops it there.")

@@ -85,7 +85,7 @@ async def test_g_on_another_hosts_server_benchmarks_it_there(ssh_world: SshWorld
         confirm = app.screen
         assert isinstance(confirm, ConfirmScreen)
         asked = confirm.detail
-        assert "runs detached on alpha: ddconsole --host alpha bench" in asked, asked
+        assert "runs detached on alpha: ddconsole --demo --host alpha bench" in asked, asked
         assert f"--server={SERVER} --concurrency=1 --requests=1" in asked, asked
         await pilot.press("y")
 

@@ -123,7 +123,7 @@ async def _without_a_link(monkeypatch: pytest.MonkeyPatch, fleet: Fleet) -> None
             assert isinstance(confirm, ConfirmScreen)
             assert confirm.detail.startswith(
                 "Campaigns run on this host only (not on alpha, whose server is highlighted); "
-                "to run one there: ddconsole --host alpha campaign FILE.toml --detach\n"
+                "to run one there: ddconsole --demo --host alpha campaign FILE.toml --detach\n"
             ), confirm.detail
             await pilot.press("n")
 
@@ -133,8 +133,8 @@ async def _without_a_link(monkeypatch: pytest.MonkeyPatch, fleet: Fleet) -> None
             assert isinstance(confirm, ConfirmScreen)
             assert confirm.title_text == f"Benchmark {READY['id']} on alpha?"
             assert (
-                f"It runs detached on alpha: ddconsole --host alpha bench --server={READY['id']}"
-                in confirm.detail
+                "It runs detached on alpha: ddconsole --demo --host alpha bench "
+                f"--server={READY['id']}" in confirm.detail
             ), confirm.detail
             await pilot.press("y")
             await until(pilot, lambda: any("not started" in n for n in notes), 30, "the failure")

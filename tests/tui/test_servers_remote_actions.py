@@ -77,7 +77,10 @@ async def test_remote_keys_refuse_a_bad_id_and_launch_here(
             await until(
                 pilot, lambda: isinstance(app.screen, LaunchScreen), 10, "the launch dialog"
             )
-            assert "launching on this host; on alpha: ddconsole --host alpha up" in "\n".join(notes)
+            assert (
+                "launching on this host; on alpha: ddconsole --demo --host alpha up"
+                in "\n".join(notes)
+            )
     finally:
         await fleet.stop()
 
@@ -180,7 +183,7 @@ async def test_remote_rows_ended_folded_logs_elsewhere_tail_replaced_cursor_kept
                 assert not isinstance(app.screen, ConfirmScreen), key
             assert notes[-1].startswith("alpha is stale (connection lost); when it is back:")
             assert [n.split(": ")[-1] for n in notes[-3:]] == [
-                f"ddconsole --host alpha {verb} {READY['id']}"
+                f"ddconsole --demo --host alpha {verb} {READY['id']}"
                 for verb in ("down", "restart", "logs")
             ]
 
@@ -191,6 +194,6 @@ async def test_remote_rows_ended_folded_logs_elsewhere_tail_replaced_cursor_kept
             await until(pilot, lambda: logs.remote is not None, what="the remote log note")
             assert (logs.remote, logs.server_id) == (("alpha", READY["id"]), None)
             note = str(logs.query_one("#reason", Static).render())
-            assert f"ddconsole --host alpha logs {READY['id']} -f" in note
+            assert f"ddconsole --demo --host alpha logs {READY['id']} -f" in note
     finally:
         await fleet.stop()

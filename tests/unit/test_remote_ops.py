@@ -147,6 +147,23 @@ async def test_an_unreachable_host_is_an_outcome_not_an_error() -> None:
     assert logs.ok
 
 
+async def test_a_demo_consoles_hints_carry_demo() -> None:
+    # A demo console's hosts run demo servers: the command by hand says --demo, as the
+    # call itself does (Fleet.run adds it), or it would name no server there.
+    outcome = await remote_ops.stop(_DemoRunner(None), "alpha", SERVER)
+    assert outcome.hint == f"ddconsole --demo --host alpha down {SERVER}"
+    failed = await remote_ops.restart(
+        _DemoRunner(answer({**STATUS, "state": "failed", "reason": "exit 1"})), "alpha", SERVER
+    )
+    assert not failed.ok
+    assert failed.hint == f"ddconsole --demo --host alpha restart {SERVER}"
+    assert remote_ops.by_hand("alpha", "ps") == "ddconsole --host alpha ps"
+
+
+class _DemoRunner(Runner):
+    demo = True
+
+
 @pytest.mark.parametrize(
     ("read", "data"),
     [

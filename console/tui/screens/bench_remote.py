@@ -334,7 +334,7 @@ class BenchHosts(FindScreen):
             return (
                 f"Benchmark {server.id} on {host}?",
                 f"{host}: {label} on :{server.port or '-'}: {estimate} ({request.input_len} in, "
-                f"{request.output_len} out).\n{remote_bench_detail(host, args[:-1], left)}",
+                f"{request.output_len} out).\n{remote_bench_detail(host, args[:-1], left, demo)}",
             )
 
         self._confirm_then(ask, lambda: self._start_remote(host, request))
@@ -377,7 +377,7 @@ class BenchHosts(FindScreen):
         """A campaign confirmation's first line while another host's server is
         highlighted: campaigns run here only."""
         target = self._remote_target() if self._with_targets_of_hosts() else None
-        return "" if target is None else campaign_note(target.host) + "\n"
+        return "" if target is None else campaign_note(target.host, self.backend.demo) + "\n"
 
     def _stop_remote(self, host: str, run_id: str) -> None:
         """Stop the run there; q asks first while it runs (quitting would end it midway)."""

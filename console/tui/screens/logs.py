@@ -39,9 +39,9 @@ TYPING_PAUSE_S = 0.15
 write the whole log again each time)."""
 
 
-def remote_log_note(host: str, server_id: str) -> Text:
+def remote_log_note(host: str, server_id: str, demo: bool = False) -> Text:
     """What the screen shows for another host's server: where its log is and how to read it."""
-    follow = by_hand(host, "logs", server_id, "-f")
+    follow = by_hand(host, "logs", server_id, "-f", demo=demo)
     return Text.assemble(
         (f"{server_id}'s log is on {host}, not here. ", "yellow"),
         "enter on its row in Servers shows its last lines; to follow it: ",
@@ -141,7 +141,7 @@ class LogsScreen(ConsoleScreen):
             which.update(
                 Text.assemble((server_id, "bold"), "  on ", (host, "bold cyan"), "  (another host)")
             )
-            reason.update(remote_log_note(host, server_id))
+            reason.update(remote_log_note(host, server_id, self.backend.demo))
             return
         server = self._server()
         if server is None:

@@ -408,7 +408,7 @@ class ServersScreen(FindScreen):
         remote = self.selected_remote()
         if remote is None:
             return False
-        command = by_hand(remote[0].name, verb, "PROFILE", "--layout", "L")
+        command = self._by_hand(remote[0].name, verb, "PROFILE", "--layout", "L")
         self.notify(
             f"{remote[0].name} is another host: {verb} runs there; {command}",
             severity="warning",
@@ -423,7 +423,7 @@ class ServersScreen(FindScreen):
         why = f" ({host.reason})" if host.reason else ""
         self.notify(
             f"{host.name} is {host.state}{why}; when it is back: "
-            f"{by_hand(host.name, verb, server_id)}",
+            f"{self._by_hand(host.name, verb, server_id)}",
             severity="warning",
             timeout=8,
         )
@@ -465,7 +465,7 @@ class ServersScreen(FindScreen):
         if server.external:
             self.notify(
                 f"{server.id} on {host.name} is external (ddconsole did not start it); "
-                f"to stop it: {by_hand(host.name, 'down', server.id, '--external', '--yes')}",
+                f"to stop it: {self._by_hand(host.name, 'down', server.id, '--external', '--yes')}",
                 severity="warning",
             )
             return None
@@ -480,7 +480,7 @@ class ServersScreen(FindScreen):
             return
         remote = self.selected_remote()
         if remote is not None:
-            there = by_hand(remote[0].name, "up", "PROFILE", "--layout", "L")
+            there = self._by_hand(remote[0].name, "up", "PROFILE", "--layout", "L")
             self.notify(f"launching on this host; on {remote[0].name}: {there}", timeout=8)
 
         def chosen(choice: LaunchChoice | None) -> None:
@@ -571,12 +571,12 @@ class ServersScreen(FindScreen):
         detail = (
             f"On host {host.name}: SIGTERM to {server.id} (GPUs {gpus}), then SIGKILL to its "
             f"process group after {remote_ops.GRACE_S:g} s (as "
-            f"`{by_hand(host.name, 'down', server.id)}` does from here)."
+            f"`{self._by_hand(host.name, 'down', server.id)}` does from here)."
             if server.live
             else (
                 f"{server.id} on {host.name} has ended ({server.state}"
                 f"{': ' + server.reason if server.reason else ''}). Forget it there: "
-                f"`{by_hand(host.name, 'down', server.id)}` removes it from {host.name}'s "
+                f"`{self._by_hand(host.name, 'down', server.id)}` removes it from {host.name}'s "
                 "list; its log stays there."
             )
         )
@@ -599,7 +599,7 @@ class ServersScreen(FindScreen):
             ConfirmScreen(
                 f"Restart {server.id} on {host.name}?",
                 f"On host {host.name}: stop {server.id} and launch the same plan again (as "
-                f"`{by_hand(host.name, 'restart', server.id)}` does from here).",
+                f"`{self._by_hand(host.name, 'restart', server.id)}` does from here).",
             ),
             confirmed,
         )
@@ -730,6 +730,10 @@ class ServersScreen(FindScreen):
             hint = f"; {outcome.hint}" if outcome.hint else ""
             self.notify(outcome.summary + hint, severity="error", timeout=10)
 
+    def _by_hand(self, host: str, *args: str) -> str:
+        """The command that does it from a shell here (`--demo` when this console is one)."""
+        return by_hand(host, *args, demo=self.backend.demo)
+
     def _runner(self, title: str) -> remote_ops.Runner | None:
         fleet = self.backend.fleet_now()
         if fleet is None:  # the fleet ended between the key and the worker
@@ -739,7 +743,7 @@ class ServersScreen(FindScreen):
     @work(group="remote", exit_on_error=False)
     async def _remote_stop(self, host: str, server_id: str) -> None:
         title = f"stop {server_id} on {host}"
-        self._say(f"{title}: {by_hand(host, 'down', server_id)}")
+        self._say(f"{title}: {self._by_hand(host, 'down', server_id)}")
         try:
             runner = self._runner(title)
             if runner is not None:
@@ -751,7 +755,9 @@ class ServersScreen(FindScreen):
     async def _remote_restart(self, host: str, server_id: str) -> None:
         title = f"restart {server_id} on {host}"
         wait = format_duration(remote_ops.READY_TIMEOUT_S)
-        self._say(f"{title}: {by_hand(host, 'restart', server_id)} (waits up to {wait} there)")
+        self._say(
+            f"{title}: {self._by_hand(host, 'restart', server_id)} (waits up to {wait} there)"
+        )
         try:
             runner = self._runner(title)
             if runner is not None:
