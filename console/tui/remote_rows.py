@@ -335,7 +335,7 @@ def _freshness(host: RemoteHost) -> str:
     return f"read {format_duration(host.age_s)} ago"
 
 
-def host_detail(host: RemoteHost) -> Table:
+def host_detail(host: RemoteHost, demo: bool = False) -> Table:
     """The detail pane of a host row: how it is reached, its state and what it runs."""
     table = _detail_table()
     table.add_row("host", f"{host.name}  {host.target}")
@@ -348,7 +348,8 @@ def host_detail(host: RemoteHost) -> Table:
     table.add_row(
         "launch",
         Text(
-            f"runs there: ddconsole --host {host.name} up PROFILE --layout L",
+            f"runs there: ddconsole {'--demo ' if demo else ''}--host {host.name} up PROFILE "
+            "--layout L",
             style="dim",
         ),
     )

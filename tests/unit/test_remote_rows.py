@@ -15,6 +15,7 @@ from console.fleet.summary import HostSummary
 from console.tui.remote_rows import (
     RemoteHost,
     fold_ended,
+    host_detail,
     host_label,
     parse_key,
     remote_detail,
@@ -328,3 +329,9 @@ def test_a_remote_server_shows_its_numa_pid_uptime_and_log_there() -> None:
     assert "0  NUMA 1" in text
     assert "4242 on alpha, up 1m15s" in text
     assert "/var/log/dd/qwen.log (on alpha)" in text
+
+
+def test_a_hosts_detail_names_the_launch_there_demo_or_not() -> None:
+    [host] = remote_hosts([summary("alpha")], lambda _: reading())
+    assert "ddconsole --host alpha up PROFILE --layout L" in render(host_detail(host))
+    assert "ddconsole --demo --host alpha up PROFILE" in render(host_detail(host, demo=True))

@@ -348,7 +348,11 @@ class ServersScreen(FindScreen):
         remote = self.selected_remote()
         if remote is not None:
             host, chosen = remote
-            detail.update(host_detail(host) if chosen is None else remote_detail(chosen, host))
+            detail.update(
+                host_detail(host, self.backend.demo)
+                if chosen is None
+                else remote_detail(chosen, host)
+            )
             return
         server = self.selected()
         if server is None and self.finder.active:
