@@ -18,29 +18,18 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from console.bench.listing import RunRow
-from console.profiles.loader import ProfileCatalog
-from console.telemetry.store import TimeSeriesStore
-from console.topology.model import Topology
 from console.tui import from_thread
 from console.tui.app import ConsoleApp
-from console.tui.headless import StaticBackend
 from console.tui.screens import bench
 from tests.tui.conftest import settle, until
+from tests.tui.test_bench_summary_cache import DiskBackend
 
 
-class GatedRunsBackend(StaticBackend):
+class GatedRunsBackend(DiskBackend):
     """A frozen host whose run list, once armed, waits for `release` before it answers."""
 
     def __init__(self, root: Path) -> None:
-        super().__init__(
-            store=TimeSeriesStore(),
-            now_mono=0.0,
-            servers=[],
-            topology=Topology(source="test", gpus=(), numa_nodes=()),
-            runs_root=root,
-            demo=True,
-            catalog=ProfileCatalog(),
-        )
+        super().__init__(root)
         self.armed = False
         self.waiting = threading.Event()
         self.release = threading.Event()
@@ -49,7 +38,7 @@ class GatedRunsBackend(StaticBackend):
         if self.armed:
             self.waiting.set()
             self.release.wait(30)
-        return []
+        return super().runs()
 
 
 async def test_a_run_list_that_arrives_during_shutdown_does_not_fail_the_app(
