@@ -479,6 +479,15 @@ async def _restart(
                 strict=True,
             )
         )
+        older = await _older_hosts(links, gang.hosts)
+        if older:
+            # Checked before anything stops: a host that refused the stop halfway through
+            # would leave the gang half stopped, its supervisor already ended.
+            raise ConsoleError(
+                f"{gang.id} was not restarted (nothing was stopped): the ddconsole on "
+                f"{', '.join(older)} is older and cannot stop a node for a restart",
+                hint=f"update ddconsole there, or `{dd} down {gang.id}` and `up` it again",
+            )
         address = await _head_address(links, request.nodes)
         if gang.ended_wall is None:
             gang.stop_requested_wall = time.time()
@@ -513,6 +522,20 @@ async def _restart(
         return await _start(links, request, gang, path, address, say)
     finally:
         await links.close()
+
+
+async def _older_hosts(links: Links, hosts: Sequence[str]) -> list[str]:
+    """The hosts whose ddconsole's `down` has no `--stop-reason` (older than restart of a
+    gang across hosts). A host whose help cannot be read is a ConsoleError saying why."""
+
+    async def lacks(host: str) -> bool:
+        result = await links.run(host, ["down", "--help"], PS_TIMEOUT_S)
+        if result.exit_status != 0:
+            raise ConsoleError(f"host {host}: `ddconsole down --help` failed: {_last_line(result)}")
+        return "--stop-reason" not in result.stdout
+
+    answers = await asyncio.gather(*(lacks(host) for host in hosts))
+    return [host for host, older in zip(hosts, answers, strict=True) if older]
 
 
 async def _end_watcher(pid: int | None, path: Path) -> None:

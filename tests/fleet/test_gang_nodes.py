@@ -24,6 +24,7 @@ import pytest
 from console.cli import cmd_servers
 from console.cli.cmd_plan import make_plan
 from console.cli.services import Services
+from console.core.errors import ConsoleError
 from console.core.paths import StatePaths
 from console.fleet import gang_up
 from console.fleet.gang_file import (
@@ -277,3 +278,42 @@ def test_a_supervisor_is_ours_only_with_this_gangs_file(tmp_path: Path) -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+class _VersionedLinks(gang_up.Links):
+    """Hosts that list the gang's nodes and answer `down --help` as their ddconsole would:
+    beta's is from before `--stop-reason`. Every call is kept."""
+
+    calls: ClassVar[list[tuple[str, list[str]]]] = []
+
+    async def run(self, host: str, args: Sequence[str], timeout_s: float) -> RemoteResult:
+        type(self).calls.append((host, list(args)))
+        if list(args[-2:]) == ["down", "--help"]:
+            help_text = "usage: ddconsole down [-h] [--gang-node] [--grace S]"
+            if host == "alpha":
+                help_text += " [--stop-reason TEXT]"
+            return RemoteResult(0, help_text + "\n", "")
+        if "ps" in args:
+            ids = [OLD_FILE["nodes"][0]["id"]] if host == "alpha" else [OLD_FILE["nodes"][1]["id"]]
+            return RemoteResult(0, json.dumps([{"id": i, "state": "ready"} for i in ids]), "")
+        raise AssertionError(f"nothing else may run: {host} {list(args)}")
+
+
+async def test_a_restart_across_an_older_host_stops_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gang = GangFile.from_json({**OLD_FILE, "variant": "off", "watcher_pid": None})
+    path = tmp_path / "gangs" / f"{gang.id}.json"
+    save(path, gang)
+    monkeypatch.setattr(_VersionedLinks, "calls", [])
+    links = _VersionedLinks([], True)
+    assert await gang_up._older_hosts(links, ["alpha", "beta"]) == ["beta"]
+    monkeypatch.setattr(gang_up, "Links", _VersionedLinks)
+    with pytest.raises(ConsoleError, match="the ddconsole on beta is older") as refused:
+        await gang_up._restart(
+            gang, request_of(gang, path, None), path, [], grace=5.0, say=lambda _: None
+        )
+    assert "nothing was stopped" in refused.value.message
+    # No down was sent, and the gang's file still reads as running.
+    assert not [c for c in _VersionedLinks.calls if "down" in c[1] and "--help" not in c[1]]
+    assert load(path).stop_requested_wall is None
