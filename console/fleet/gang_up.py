@@ -100,11 +100,22 @@ def request_of(gang: GangFile, path: Path, timeout_s: float | None) -> GangReque
         layout=gang.layout,
         variant=gang.variant,
         nodes=tuple(node.host for node in sorted(gang.nodes, key=lambda n: n.rank)),
-        port=gang.port,
+        port=gang.port if gang.port is not None else _port_of(gang.head_url),
         gpus=None if gang.gpus is None else tuple(gang.gpus),
         demo=gang.demo,
         timeout_s=timeout_s,
     )
+
+
+def _port_of(url: str) -> int | None:
+    """The port the head served on (a gang started without --port comes back on it, so a
+    script holding its URL keeps working); None when the URL names none."""
+    from urllib.parse import urlsplit
+
+    try:
+        return urlsplit(url).port
+    except ValueError:
+        return None
 
 
 class Links:

@@ -124,10 +124,15 @@ def test_the_gang_file_keeps_the_request_and_restart_starts_it_again(tmp_path: P
     assert (request.profile, request.layout, request.variant) == ("kimi-k2.6", "tp16-2node", "off")
     assert (request.nodes, request.port, request.gpus) == (("alpha", "beta"), 30011, (0, 1, 2, 3))
     assert (request.demo, request.timeout_s, request.wait) == (True, 90.0, True)
-    # A request without --port or --gpus keeps them unset: the head picks as `up` does.
+    # A request without --port comes back on the port its head served on (its URL stays
+    # good); without --gpus the GPUs stay unset, picked as `up` picks them.
     path.write_text(json.dumps({**OLD_FILE, "variant": "off", "port": None, "gpus": None}))
     bare = request_of(load(path), path, None)
-    assert (bare.port, bare.gpus, bare.timeout_s) == (None, None, None)
+    assert (bare.port, bare.gpus, bare.timeout_s) == (30000, None, None)
+    path.write_text(
+        json.dumps({**OLD_FILE, "variant": "off", "port": None, "gpus": None, "head_url": ""})
+    )
+    assert request_of(load(path), path, None).port is None
 
 
 def test_an_older_gang_file_loads_and_its_restart_is_refused(cli) -> None:
