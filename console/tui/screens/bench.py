@@ -554,7 +554,7 @@ class BenchScreen(BenchHosts):
         run_id = self._selected_run()
         host = None if run_id is None else split_key(run_id)[0]
         if host is not None and run_id is not None:
-            row = self._remote_row(host, split_key(run_id)[1])
+            row = self.listings.row(host, split_key(run_id)[1])
         else:
             row = next((r for r in self.runs if r.run_id == run_id), None)
         if row is None:

@@ -11,7 +11,6 @@ a row saying why.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -47,7 +46,13 @@ from console.tui.bench_hosts import (
 )
 from console.tui.remote_calls import remote_calls
 from console.tui.remote_rows import parse_key, remote_hosts
-from console.tui.remote_run_list import host_notes, remote_key, split_key, stale_line
+from console.tui.remote_run_list import (
+    HostListings,
+    host_notes,
+    remote_key,
+    split_key,
+    stale_line,
+)
 from console.tui.run_rows_format import plain
 from console.tui.screens.find import FindScreen
 from console.tui.views import ServerView
@@ -80,10 +85,8 @@ class BenchHosts(FindScreen):
         self._targets: list[str] = []
         self._target_lines: list[str] = []
         """The targets list's lines as shown (with a fleet, a host's note may change)."""
-        self.remote: dict[str, HostRuns] = {}
-        """Other hosts' runs as last listed, by host (a fleet only)."""
-        self._fetching: set[str] = set()
-        self._fetched_at: dict[str, float] = {}
+        self.listings = HostListings()
+        """Other hosts' runs as last listed, and when each is listed again (a fleet only)."""
         self._summaries = SummaryCache()
         self._remote_shown: tuple[str, RowStamp] | None = None
         """The remote run whose levels are shown (or being read), with its row's stamp."""
@@ -94,6 +97,11 @@ class BenchHosts(FindScreen):
         self._remote_failed: tuple[str, RowStamp] | None = None
         """The remote run (and row stamp) whose last read failed: read again once its row
         or its host's listing changes, not on every redraw."""
+
+    @property
+    def remote(self) -> dict[str, HostRuns]:
+        """Other hosts' runs as last listed, by host (a fleet only)."""
+        return self.listings.remote
 
     # -- the screen's hooks ----------------------------------------------------------------
 
@@ -197,15 +205,10 @@ class BenchHosts(FindScreen):
     def _list_hosts(self, fleet: Fleet) -> None:
         """Start a listing of each other host whose last one is due (or that has none),
         one at a time per host."""
-        now = time.monotonic()
-        for host in fleet.hosts:
-            name = host.name
-            if name == LOCAL or name in self._fetching:
-                continue
-            if now - self._fetched_at.get(name, -math.inf) < self._due_every(name):
-                continue
-            self._fetched_at[name] = now
-            self._fetching.add(name)
+        due = self.listings.due(
+            (host.name for host in fleet.hosts), self._due_every, time.monotonic()
+        )
+        for name in due:
             self.run_worker(
                 noticed(self, self._list_host(fleet, name), f"listing the runs on {name}"),
                 group=f"bench-host-{name}",
@@ -216,27 +219,19 @@ class BenchHosts(FindScreen):
         try:
             listed = await fetch_runs(fleet, name, self.remote.get(name), limit=RECENT_RUNS)
         finally:
-            self._fetching.discard(name)
+            self.listings.ended(name)
         if not self.is_mounted:
             return
-        same = listed.same_rows(self.remote.get(name))
-        self.remote[name] = listed  # kept even when unchanged: its time says how old it is
-        if not same:
+        if self.listings.take(name, listed):
             failed = self._remote_failed
             if failed is not None and split_key(failed[0])[0] == name:
                 self._remote_failed = None  # read again: a failed read may now pass
             self._show_runs(self.runs, force=True)
 
-    def _remote_row(self, host: str, run_id: str) -> RunRow | None:
-        listed = self.remote.get(host)
-        if listed is None:
-            return None
-        return next((row for row in listed.rows if row.run_id == run_id), None)
-
     def _open_remote(self, key: str, host: str, run_id: str) -> None:
         """Show another host's run's levels (from the cache while its row is unchanged,
         else read there in a worker) or a note row's full text."""
-        row = self._remote_row(host, run_id)
+        row = self.listings.row(host, run_id)
         if row is None:
             self._remote_shown = None
             note = next(
@@ -283,7 +278,7 @@ class BenchHosts(FindScreen):
                 self._remote_reading = None
         self._summaries.put(host, run_id, stamp, summary)
         if self._shows(key):
-            row = self._remote_row(host, run_id)
+            row = self.listings.row(host, run_id)
             self._show_levels(self._remote_view(host, summary, row))
             if row is not None and row_stamp(row) != stamp:
                 # It moved while read: read again, once this read has ended (a read started
@@ -369,7 +364,7 @@ class BenchHosts(FindScreen):
             return
         self.notify(f"{what}: {started.message}")
         self._follow = remote_key(host, started.run_id)
-        self._fetched_at.pop(host, None)  # listed again now, then closely while it runs
+        self.listings.again(host)  # listed again now, then closely while it runs
         self._show_runs(self.runs)  # selected now when a listing in flight had it already
         self._remote_tick()
 
@@ -407,5 +402,5 @@ class BenchHosts(FindScreen):
         if not self.is_mounted:
             return
         self.notify(message, severity="information" if ok else "error", timeout=10)
-        self._fetched_at.pop(host, None)  # its stopped run listed again now
+        self.listings.again(host)  # its stopped run listed again now
         self._remote_tick()

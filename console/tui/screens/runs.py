@@ -18,7 +18,6 @@ host that cannot be read is one row saying why; nothing here waits on a host.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -51,11 +50,12 @@ from console.fleet.remote_runs import (
 )
 from console.tui.backend import Backend
 from console.tui.from_thread import call_live
-
-# Named here too: the Runs screen's tests import them from it (`as`: exported).
 from console.tui.remote_run_list import (
     NOTE as NOTE,
 )
+
+# Named here too: the Runs screen's tests import them from it (`as`: exported).
+from console.tui.remote_run_list import HostListings
 from console.tui.remote_run_list import (
     host_notes as host_notes,
 )
@@ -149,12 +149,10 @@ class RunsScreen(FindScreen):
         self._shown_ids: list[str] = []
         self._summary_at: tuple[str, str | None] | None = None
         """The shown summary's row key and host (None for this host's own run)."""
-        self.remote: dict[str, HostRuns] = {}
-        """Other hosts' runs as last listed, by host (a fleet only)."""
+        self.listings = HostListings()
+        """Other hosts' runs as last listed, and when each is listed again (a fleet only)."""
         self._with_hosts = False
         """The list shows the HOST column (a fleet runs)."""
-        self._fetching: set[str] = set()
-        self._fetched_at: dict[str, float] = {}
         self._summaries = SummaryCache()
         self._remote_stamp: RowStamp | None = None
         """The row stamp of the remote run whose detail is shown (or being read)."""
@@ -196,7 +194,7 @@ class RunsScreen(FindScreen):
         self._listed_at = 0.0
         self.shown = None
         if self._fleet() is not None:
-            self._fetched_at.clear()  # every host listed again now
+            self.listings.again()  # every host listed again now
             self._summaries = SummaryCache()
         self.refresh_data()
 
@@ -208,6 +206,11 @@ class RunsScreen(FindScreen):
         return run_files_stamp(self.backend.runs_root, run_id)
 
     # -- other hosts' runs ---------------------------------------------------------------
+
+    @property
+    def remote(self) -> dict[str, HostRuns]:
+        """Other hosts' runs as last listed, by host (a fleet only)."""
+        return self.listings.remote
 
     def _fleet(self) -> Fleet | None:
         """The running fleet when it has a host besides this one (the Fleet screen starts
@@ -225,15 +228,10 @@ class RunsScreen(FindScreen):
     def _list_hosts(self, fleet: Fleet) -> None:
         """Start a listing of each other host whose last one is `REMOTE_EVERY_S` old (or
         that has none), one at a time per host."""
-        now = time.monotonic()
-        for host in fleet.hosts:
-            name = host.name
-            if name == LOCAL or name in self._fetching:
-                continue
-            if now - self._fetched_at.get(name, -math.inf) < REMOTE_EVERY_S:
-                continue
-            self._fetched_at[name] = now
-            self._fetching.add(name)
+        due = self.listings.due(
+            (host.name for host in fleet.hosts), lambda _: REMOTE_EVERY_S, time.monotonic()
+        )
+        for name in due:
             self.run_worker(
                 noticed(self, self._list_host(fleet, name), f"listing the runs on {name}"),
                 group=f"runs-host-{name}",
@@ -244,28 +242,20 @@ class RunsScreen(FindScreen):
         try:
             listed = await fetch_runs(fleet, name, self.remote.get(name))
         finally:
-            self._fetching.discard(name)
+            self.listings.ended(name)
         if not self.is_mounted:
             return
-        same = listed.same_rows(self.remote.get(name))
-        self.remote[name] = listed  # kept even when unchanged: its time says how old it is
-        if same:
+        if not self.listings.take(name, listed):
             return
         self._fill()
         current = self.selected_id()
         if current is not None and split_key(current)[0] == name and not self.comparing:
             self._load_detail(current)
 
-    def _remote_row(self, host: str, run_id: str) -> RunRow | None:
-        listed = self.remote.get(host)
-        if listed is None:
-            return None
-        return next((row for row in listed.rows if row.run_id == run_id), None)
-
     def _open_remote(self, key: str, host: str, run_id: str) -> None:
         """Show another host's run (from the cache while its row is unchanged, else read
         there in a worker) or a note row's full text."""
-        row = self._remote_row(host, run_id)
+        row = self.listings.row(host, run_id)
         if row is None:
             self.shown, self._remote_stamp = key, None
             note = next(
