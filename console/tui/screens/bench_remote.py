@@ -103,30 +103,17 @@ class BenchHosts(FindScreen):
         """Other hosts' runs as last listed, by host (a fleet only)."""
         return self.listings.remote
 
-    # -- the screen's hooks ----------------------------------------------------------------
+    # -- the screen's hooks: BenchScreen's methods, declared here for the type checker only
+    # (this class is BenchScreen's base and nothing else's).
 
-    def _show_runs(self, rows: list[RunRow], force: bool = False) -> None:
-        raise NotImplementedError
-
-    def _selected_run(self) -> str | None:
-        raise NotImplementedError
-
-    def _show_levels(self, view: Any) -> None:
-        raise NotImplementedError
-
-    def _levels_view(self, summary: RunSummary, row: RunRow | None) -> Group:
-        raise NotImplementedError
-
-    def _load_request(self, server_id: str) -> BenchRequest | None:
-        raise NotImplementedError
-
-    def _speed(self, cell: tuple[str, str, str]) -> CellSpeed | None:
-        raise NotImplementedError
-
-    def _confirm_then(
-        self, ask: Callable[[], tuple[str, str]], start: Callable[[], object]
-    ) -> None:
-        raise NotImplementedError
+    _show_runs: Callable[..., None]
+    """(rows, force=False): draw the run list."""
+    _selected_run: Callable[[], str | None]
+    _show_levels: Callable[[Any], None]
+    _levels_view: Callable[[RunSummary, RunRow | None], Group]
+    _load_request: Callable[[str], BenchRequest | None]
+    _speed: Callable[[tuple[str, str, str]], CellSpeed | None]
+    _confirm_then: Callable[[Callable[[], tuple[str, str]], Callable[[], object]], None]
 
     # -- targets ---------------------------------------------------------------------------
 
